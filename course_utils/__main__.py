@@ -1,0 +1,170 @@
+"""`python -m course_utils doctor | bench NAME | data NAME | run [NOTEBOOK ...]`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+
+from . import bench as bench_modules
+
+
+def doctor(args) -> int:
+    """Print what the course will run with, and fail loudly on what would break it."""
+    problems: list[str] = []
+    print(f"python       {platform.python_version()} ({sys.executable})")
+    try:
+        import torch
+        import torch.distributed as dist
+
+        print(f"torch        {torch.__version__}")
+    except Exception as exc:
+        print(f"torch        BROKEN: {exc}")
+        problems.append("torch does not import: run `make test` or `pip install -e .[dev]`.")
+        return _report(problems)
+    try:
+        import torchvision
+
+        print(f"torchvision  {torchvision.__version__}")
+    except Exception as exc:
+        print(f"torchvision  BROKEN: {exc}")
+        problems.append(
+            "torchvision does not import. 'operator torchvision::nms does not exist' means a "
+            "torch build that does not match torchvision: reinstall both with "
+            "`pip install --force-reinstall torch torchvision`."
+        )
+    backends = [
+        name
+        for name, ok in (
+            ("gloo", dist.is_gloo_available()),
+            ("nccl", dist.is_nccl_available()),
+            ("mpi", dist.is_mpi_available()),
+        )
+        if ok
+    ]
+    print(f"backends     {', '.join(backends) or 'none'}")
+    if "gloo" not in backends:
+        problems.append("this torch has no gloo backend, which every CPU rank needs.")
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    names = [torch.cuda.get_device_name(i) for i in range(gpus)]
+    print(f"gpus         {gpus}" + (f" ({', '.join(names)})" if names else ""))
+    from . import data, profiles
+    from .errors import ProfileError
+    from .rank import threads_per_rank, usable_cores
+
+    try:
+        profile = profiles.current()
+        print(f"profile      {profile.name}: {profile.description}")
+        print(
+            f"ranks        {profile.world_size} over {profile.backend}, "
+            f"{threads_per_rank(profile.world_size)} thread(s) each of {usable_cores()} cores"
+        )
+    except ProfileError as exc:
+        print(f"profile      BROKEN: {exc}")
+        problems.append(str(exc))
+    for key, value in data.status().items():
+        print(f"data.{key:<7} {value}")
+    problems += _check_launch()
+    return _report(problems)
+
+
+def _check_launch() -> list[str]:
+    """Start two real gloo ranks and all_reduce: the one thing every notebook needs."""
+    from .examples import sum_of_ranks
+    from .launch import launch
+
+    try:
+        results = launch(sum_of_ranks, 2, backend="gloo", timeout=60)
+    except Exception as exc:
+        print(f"launch       BROKEN: {type(exc).__name__}: {exc}")
+        return [f"two gloo ranks could not all_reduce ({exc})."]
+    ok = results == [1, 1]
+    print(f"launch       2 gloo ranks, all_reduce -> {results} {'ok' if ok else 'WRONG'}")
+    return [] if ok else [f"all_reduce of ranks 0+1 gave {results}, expected [1, 1]."]
+
+
+def _report(problems: list[str]) -> int:
+    if problems:
+        print("\nThe course cannot run as it is:", file=sys.stderr)
+        for p in problems:
+            print(f"  - {p}", file=sys.stderr)
+        return 1
+    print("\nall good: `make lab` opens the course.")
+    return 0
+
+
+def bench(args) -> int:
+    result = args.bench_module.run(args)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        for key, value in result.items():
+            print(f"{key:>20}: {value}")
+    return 0
+
+
+def data_command(args) -> int:
+    from . import data
+
+    if args.dataset == "mnist1d":
+        print(data.mnist1d())
+    else:
+        print(data.cifar10(download=True))
+    print(json.dumps(data.status(), indent=1))
+    return 0
+
+
+def run_notebooks(args) -> int:
+    from . import notebooks
+
+    paths = notebooks.resolve(args.notebooks)
+    reports = []
+    for i, path in enumerate(paths, 1):
+        if not args.json:
+            print(f"[{i}/{len(paths)}] {path.name} ...", flush=True)
+        report = notebooks.execute(path, profile=args.profile, write=args.write)
+        reports.append(report)
+        if not args.json:
+            status = "ok" if report.ok else "FAILED"
+            print(f"      {report.seconds:.1f} s, {report.verdicts} verdicts, {status}", flush=True)
+    if args.json:
+        print(json.dumps([r.as_dict() for r in reports], indent=1))
+    else:
+        print(notebooks.format_table(reports))
+    return 0 if all(r.ok for r in reports) else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m course_utils", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    sub.add_parser("doctor", help="check the installation, backends, GPUs, profile and data")
+
+    b = sub.add_parser("bench", help="run a benchmark and print its figures")
+    bsub = b.add_subparsers(dest="bench", required=True)
+    for name, module in bench_modules.modules().items():
+        p = bsub.add_parser(name, help=module.HELP)
+        module.add_arguments(p)
+        p.add_argument("--json", action="store_true", help="print one JSON object")
+        p.set_defaults(bench_module=module)
+
+    d = sub.add_parser("data", help="prepare a dataset in data/ (cifar10 downloads 163 MB)")
+    d.add_argument("dataset", choices=["mnist1d", "cifar10"])
+
+    r = sub.add_parser("run", help="execute notebooks headless and report on each")
+    r.add_argument("notebooks", nargs="*", help="paths, names or numbers; default: all, in order")
+    r.add_argument("--profile", choices=["cpu", "gpu"], default=None)
+    r.add_argument("--write", action="store_true", help="store the executed notebooks")
+    r.add_argument("--json", action="store_true", help="print the table as JSON")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    handlers = {"doctor": doctor, "bench": bench, "data": data_command, "run": run_notebooks}
+    return handlers[args.command](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

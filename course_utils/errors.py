@@ -1,0 +1,60 @@
+"""The errors the course raises on purpose, each saying what happened and what to do."""
+
+from __future__ import annotations
+
+
+class CourseError(RuntimeError):
+    """Base of every error course_utils raises deliberately."""
+
+
+class BackendError(CourseError):
+    """The requested backend cannot run here (e.g. NCCL without a GPU per rank)."""
+
+
+class LaunchError(CourseError):
+    """A rank of a launch failed; carries which rank, how, and that rank's own traceback.
+
+    `rank` is the rank that failed first in time (a peer's secondary "connection closed"
+    is never reported in its place); `remote_traceback` is the text of its traceback;
+    `original` is its exception when it could be sent back, else None.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        rank: int | None = None,
+        world_size: int | None = None,
+        exc_type: str | None = None,
+        remote_traceback: str | None = None,
+        original: BaseException | None = None,
+    ):
+        super().__init__(message)
+        self.rank = rank
+        self.world_size = world_size
+        self.exc_type = exc_type
+        self.remote_traceback = remote_traceback
+        self.original = original
+
+
+class LaunchTimeout(LaunchError):
+    """A launch did not finish within its timeout: some rank hung, or ranks deadlocked."""
+
+
+class RemoteTraceback(Exception):
+    """Shows a rank's traceback as the cause of the LaunchError raised in the notebook."""
+
+    def __init__(self, text: str):
+        super().__init__(text)
+        self.text = text
+
+    def __str__(self) -> str:
+        return "\n" + self.text.rstrip()
+
+
+class ProfileError(CourseError, ValueError):
+    """An unknown profile name."""
+
+
+class DataError(CourseError):
+    """A dataset is missing or corrupt, with the way to get it."""

@@ -1,0 +1,142 @@
+"""Several machines through the standard launcher, torchrun, and a rehearsal on one machine.
+
+`torchrun_command` is the exact command to type on each node. `run_local_nodes` starts
+that command once per "node" on localhost, which is how the course shows (and tests) a
+multi-node job without a cluster: each agent is a separate torchrun with its own node rank,
+they meet at one rendezvous address, and the ranks form one process group.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from .errors import LaunchError
+from .worker import RESULTS_PREFIX
+
+
+def torchrun_command(
+    target: str,
+    *,
+    nnodes: int,
+    nproc_per_node: int,
+    node_rank: int,
+    master_addr: str,
+    master_port: int = 29500,
+    backend: str = "auto",
+    python: str = "python",
+) -> list[str]:
+    """The command to run on node `node_rank` (all nodes use the same master address and port)."""
+    return [
+        python, "-m", "torch.distributed.run",
+        f"--nnodes={nnodes}",
+        f"--nproc-per-node={nproc_per_node}",
+        f"--node-rank={node_rank}",
+        f"--master-addr={master_addr}",
+        f"--master-port={master_port}",
+        "-m", "course_utils.worker", target,
+        f"--backend={backend}",
+    ]  # fmt: skip
+
+
+def free_port() -> int:
+    """A port the OS just handed out, so two rehearsals never share a rendezvous."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def run_local_nodes(
+    target: str,
+    nnodes: int = 2,
+    nproc_per_node: int = 1,
+    backend: str = "gloo",
+    timeout: float = 120.0,
+    echo: bool = True,
+) -> list:
+    """Run `target` as an `nnodes`-node torchrun job on localhost; its results in rank order."""
+    port = free_port()
+    env = {**os.environ, "GLOO_SOCKET_IFNAME": os.environ.get("GLOO_SOCKET_IFNAME", _lo())}
+    env["OMP_NUM_THREADS"] = "1"
+    logs = [
+        Path(tempfile.mkstemp(prefix=f"course-node{n}-", suffix=".log")[1]) for n in range(nnodes)
+    ]
+    agents = []
+    try:
+        for n in range(nnodes):
+            cmd = torchrun_command(
+                target, nnodes=nnodes, nproc_per_node=nproc_per_node, node_rank=n,
+                master_addr="127.0.0.1", master_port=port, backend=backend, python=sys.executable,
+            )  # fmt: skip
+            with open(logs[n], "wb") as log:
+                agents.append(
+                    subprocess.Popen(
+                        cmd,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        env=env,
+                        start_new_session=True,
+                        preexec_fn=_die_with_parent,
+                    )  # fmt: skip
+                )
+        deadline = time.monotonic() + timeout
+        while any(a.poll() is None for a in agents):
+            if time.monotonic() > deadline:
+                raise LaunchError(
+                    f"the {nnodes}-node torchrun job did not finish within {timeout:g} s; "
+                    "every agent was stopped. Its logs are printed above."
+                )
+            if any(a.poll() not in (None, 0) for a in agents):
+                break  # one node failed: the others would wait for it until the timeout
+            time.sleep(0.1)
+    finally:
+        for agent in agents:
+            _kill_group(agent)
+        texts = [log.read_text(errors="replace") for log in logs]
+        for log in logs:
+            log.unlink(missing_ok=True)
+        if echo:
+            for n, text in enumerate(texts):
+                for line in text.splitlines():
+                    print(f"[node {n}] {line}")
+    failed = [n for n, a in enumerate(agents) if a.returncode != 0]
+    if failed:
+        raise LaunchError(
+            f"node {failed[0]} of the {nnodes}-node torchrun job exited with code "
+            f"{agents[failed[0]].returncode}; its log is printed above.",
+            rank=None,
+        )
+    for text in texts:
+        for line in text.splitlines():
+            if line.startswith(RESULTS_PREFIX):
+                return json.loads(line[len(RESULTS_PREFIX) :])
+    raise LaunchError("the torchrun job finished but rank 0 printed no results line.")
+
+
+def _lo() -> str:
+    from .rank import loopback_interface
+
+    return loopback_interface() or "lo"
+
+
+def _kill_group(agent: subprocess.Popen) -> None:
+    if agent.poll() is None:
+        try:
+            os.killpg(agent.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    agent.wait(timeout=10)

@@ -1,0 +1,152 @@
+"""Execute the course's notebooks headless, report on each, and store them executed.
+
+This is how the committed outputs are made (`python -m course_utils run --write`) and how
+an instructor checks a lab machine before class: per notebook, the wall time, how many
+verdict lines it printed, and any ✗ or error with the cell it came from.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import nbformat
+
+from .checks import FAIL, PASS
+
+NOTEBOOK_DIR = Path(__file__).resolve().parent.parent / "notebooks"
+CELL_TIMEOUT = 600
+
+
+@dataclass
+class Report:
+    notebook: str
+    seconds: float
+    verdicts: int = 0
+    failed_verdicts: list[str] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and not self.failed_verdicts
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "ok": self.ok}
+
+
+def course_notebooks(directory: Path = NOTEBOOK_DIR) -> list[Path]:
+    """The course's notebooks in teaching order (their names start with the number)."""
+    return sorted(p for p in directory.glob("[0-9][0-9]_*.ipynb"))
+
+
+def resolve(names: list[str], directory: Path = NOTEBOOK_DIR) -> list[Path]:
+    """Paths for names given on the command line: a path, a file name, or its number ('03')."""
+    if not names:
+        return course_notebooks(directory)
+    found = []
+    for name in names:
+        path = Path(name)
+        if path.exists():
+            found.append(path)
+            continue
+        matches = [p for p in course_notebooks(directory) if p.name.startswith(name)]
+        if len(matches) != 1:
+            known = ", ".join(p.name for p in course_notebooks(directory))
+            raise FileNotFoundError(f"no single notebook matches {name!r}; known: {known}.")
+        found.append(matches[0])
+    return found
+
+
+@contextlib.contextmanager
+def _profile_env(profile: str | None):
+    saved = os.environ.get("COURSE_PROFILE")
+    if profile:
+        os.environ["COURSE_PROFILE"] = profile
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("COURSE_PROFILE", None)
+        else:
+            os.environ["COURSE_PROFILE"] = saved
+
+
+def execute(path: Path, profile: str | None = None, write: bool = False) -> Report:
+    """Run one notebook top to bottom in a fresh kernel; optionally store it executed."""
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(
+        nb,
+        timeout=CELL_TIMEOUT,
+        kernel_name="python3",
+        record_timing=False,
+        resources={"metadata": {"path": str(path.parent)}},
+    )
+    start = time.perf_counter()
+    error = None
+    with _profile_env(profile):
+        try:
+            client.execute()
+        except CellExecutionError as exc:
+            error = _first_line_of_error(exc)
+        except Exception as exc:  # a dead kernel, a timeout
+            error = f"{type(exc).__name__}: {exc}"
+    report = Report(notebook=path.name, seconds=round(time.perf_counter() - start, 1), error=error)
+    for index, cell in enumerate(nb.cells):
+        for line in _stream_lines(cell):
+            if line.startswith(PASS):
+                report.verdicts += 1
+            elif line.startswith(FAIL):
+                report.verdicts += 1
+                report.failed_verdicts.append(f"cell {index}: {line}")
+    if write and error is None:
+        store(nb, path)
+    return report
+
+
+def _stream_lines(cell) -> list[str]:
+    if cell.get("cell_type") != "code":
+        return []
+    lines = []
+    for output in cell.get("outputs", []):
+        if output.get("output_type") == "stream" and output.get("name") == "stdout":
+            lines += output.get("text", "").splitlines()
+    return lines
+
+
+def _first_line_of_error(exc) -> str:
+    ename = getattr(exc, "ename", type(exc).__name__)
+    evalue = getattr(exc, "evalue", str(exc))
+    return f"{ename}: {evalue}".splitlines()[0][:300]
+
+
+def store(nb, path: Path) -> None:
+    """Write with stable metadata: no widget state (GitHub cannot render it), no timings."""
+    nb.metadata.pop("widgets", None)
+    for cell in nb.cells:
+        cell.metadata.pop("execution", None)
+        if cell.get("cell_type") == "code":
+            for output in cell.get("outputs", []):
+                data = output.get("data", {})
+                data.pop("application/vnd.jupyter.widget-view+json", None)
+    nbformat.write(nb, path)
+
+
+def format_table(reports: list[Report]) -> str:
+    rows = [("notebook", "seconds", "verdicts", "result")]
+    for r in reports:
+        result = "ok" if r.ok else (r.error or f"{len(r.failed_verdicts)} ✗")
+        rows.append((r.notebook, f"{r.seconds:.1f}", str(r.verdicts), result))
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    lines = [
+        "  ".join(c.ljust(w) for c, w in zip(row[:3], widths, strict=True)) + "  " + row[3]
+        for row in rows
+    ]
+    for r in reports:
+        lines += [f"  {r.notebook}: {line}" for line in r.failed_verdicts]
+    return "\n".join(lines)
