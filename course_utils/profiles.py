@@ -63,7 +63,7 @@ class Profile:
 PROFILES = {
     "cpu": Profile(
         name="cpu",
-        description="MNIST-1D on the CPU, gloo ranks on one machine; each notebook < 2 min on 2 cores",
+        description="MNIST-1D on the CPU, gloo ranks on one machine; notebooks < 2 min on 2 cores",
         backend="gloo",
         world_size=4,
         dataset="mnist1d",

@@ -1,9 +1,10 @@
 """Every chart of the course: one function each, taking plain data, returning the figure.
 
-One module per topic keeps each short; everything is importable from `course_utils.plots`.
+One module per topic keeps each short; every chart is importable as `plots.<name>`.
 The palette is Okabe-Ito, which stays distinct for colour-blind readers and in greyscale.
 """
 
+from .collectives import *  # noqa: F403
+from .pipeline import *  # noqa: F403
+from .sgd import *  # noqa: F403
 from .style import PALETTE, new_figure
-
-__all__ = ["PALETTE", "new_figure"]
