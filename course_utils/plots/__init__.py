@@ -7,4 +7,5 @@ The palette is Okabe-Ito, which stays distinct for colour-blind readers and in g
 from .collectives import *  # noqa: F403
 from .pipeline import *  # noqa: F403
 from .sgd import *  # noqa: F403
-from .style import PALETTE, new_figure
+from .style import PALETTE as PALETTE
+from .style import new_figure as new_figure
