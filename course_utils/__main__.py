@@ -1,4 +1,4 @@
-"""`python -m course_utils doctor | bench NAME | data NAME | run [NOTEBOOK ...]`."""
+"""`python -m course_utils doctor | bench NAME | data NAME | sweep CONFIG | run [NOTEBOOK ...]`."""
 
 from __future__ import annotations
 
@@ -135,6 +135,12 @@ def run_notebooks(args) -> int:
     return 0 if all(r.ok for r in reports) else 1
 
 
+def sweep_command(args) -> int:
+    from . import sweep
+
+    return sweep.cli(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m course_utils", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -152,6 +158,11 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("data", help="prepare a dataset in data/ (cifar10 downloads 163 MB)")
     d.add_argument("dataset", choices=["mnist1d", "cifar10"])
 
+    s = sub.add_parser("sweep", help="run a parallel hyperparameter search from a JSON config")
+    s.add_argument("config", help="JSON file: algorithm, parameters, spec, budget, seed")
+    s.add_argument("-j", "--jobs", type=int, default=2, help="trials at a time")
+    s.add_argument("--json", action="store_true", help="print the trials and the best as JSON")
+
     r = sub.add_parser("run", help="execute notebooks headless and report on each")
     r.add_argument("notebooks", nargs="*", help="paths, names or numbers; default: all, in order")
     r.add_argument("--profile", choices=["cpu", "gpu"], default=None)
@@ -162,7 +173,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    handlers = {"doctor": doctor, "bench": bench, "data": data_command, "run": run_notebooks}
+    handlers = {
+        "doctor": doctor,
+        "bench": bench,
+        "data": data_command,
+        "run": run_notebooks,
+        "sweep": sweep_command,
+    }
     return handlers[args.command](args)
 
 
