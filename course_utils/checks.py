@@ -7,10 +7,28 @@ from __future__ import annotations
 
 PASS = "✓"
 FAIL = "✗"
+NOT_SOLVED = "not solved yet"  # an exercise left for the learner: expected, not a failure
 
 
-def verdict(ok, claim: str) -> bool:
-    """Print whether a claim held, and return it (so a cell or a test can use the outcome)."""
-    ok = bool(ok)
-    print(f"{PASS if ok else FAIL} {claim}")
-    return ok
+class Verdict:
+    """Whether a claim held; truthy like a bool, and shown only by its printed line."""
+
+    def __init__(self, ok: bool, claim: str):
+        self.ok = bool(ok)
+        self.claim = claim
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    def __repr__(self) -> str:
+        return f"{PASS if self.ok else FAIL} {self.claim}"
+
+    def _ipython_display_(self) -> None:
+        """The line is already printed; a notebook cell ending in a verdict shows nothing more."""
+
+
+def verdict(ok, claim: str) -> Verdict:
+    """Print whether a claim held, and return the outcome (a cell or a test can use it)."""
+    result = Verdict(ok, claim)
+    print(repr(result))
+    return result

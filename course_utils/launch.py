@@ -257,7 +257,11 @@ def _rank_main(spec: _Spec, r: int, result_conn, out_conn, err_conn) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     result_conn.send_bytes(pickle.dumps(message))
-    if message[0] == "ok" and dist.is_initialized():
+    if message[0] == "error":
+        # Stay until the parent stops us: exiting now would make every peer fail with a
+        # "connection closed" of its own, burying this rank's real error in their noise.
+        time.sleep(spec.timeout + 60)
+    elif dist.is_initialized():
         dist.destroy_process_group()
     sys.stdout.flush()
     sys.stderr.flush()

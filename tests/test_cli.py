@@ -1,0 +1,65 @@
+"""`python -m course_utils doctor | bench launch | data` as a learner or CI would call them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from course_utils import __main__ as cli
+
+
+def run(*args, env=None, timeout=120):
+    return subprocess.run(
+        [sys.executable, "-m", "course_utils", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
+
+
+def test_doctor_reports_versions_backends_gpus_profile_data():
+    out = run("doctor")
+    assert out.returncode == 0, out.stderr
+    for word in ("python", "torch", "torchvision", "backends", "gloo", "gpus", "profile", "data."):
+        assert word in out.stdout
+    assert "launch       2 gloo ranks, all_reduce -> [1, 1] ok" in out.stdout
+
+
+def test_doctor_fails_with_a_clear_message(monkeypatch):
+    import os
+
+    env = {**os.environ, "COURSE_PROFILE": "nonsense"}
+    out = run("doctor", env=env)
+    assert out.returncode == 1
+    assert "The course cannot run as it is" in out.stderr
+    assert "valid profiles: cpu, gpu" in out.stderr
+
+
+def test_doctor_fails_when_ranks_cannot_start(monkeypatch, capsys):
+    monkeypatch.setattr(cli, "_check_launch", lambda: ["two gloo ranks could not all_reduce"])
+    assert cli.main(["doctor"]) == 1
+    assert "could not all_reduce" in capsys.readouterr().err
+
+
+def test_bench_launch_prints_one_json_object():
+    out = run("bench", "launch", "--world-size", "2", "--repeats", "2", "--json")
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["world_size"] == 2 and result["seconds_median"] > 0
+
+
+def test_data_mnist1d_prepares_the_cache(tmp_path):
+    import os
+
+    out = run("data", "mnist1d", env={**os.environ, "COURSE_DATA": str(tmp_path)})
+    assert out.returncode == 0, out.stderr
+    assert list(tmp_path.glob("mnist1d_*.npz"))
+
+
+def test_unknown_command_is_refused():
+    with pytest.raises(SystemExit):
+        cli.main(["frobnicate"])

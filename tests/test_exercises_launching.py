@@ -1,0 +1,49 @@
+"""Notebook 00's checker accepts the reference solution and explains each usual mistake."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from course_utils.exercises.launching import check_largest_square
+
+SOLUTION = Path(__file__).resolve().parent.parent / "notebooks/solutions/00_launching.py"
+
+
+def _solution():
+    spec = importlib.util.spec_from_file_location("solution_00", SOLUTION)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.largest_square
+
+
+def test_reference_solution_passes(capsys):
+    assert check_largest_square(_solution(), world_size=3)
+    assert capsys.readouterr().out.startswith("✓")
+
+
+def unsolved():
+    raise NotImplementedError
+
+
+def kept_own():
+    return (dist.get_rank() + 1) ** 2
+
+
+def summed():
+    t = torch.tensor([(dist.get_rank() + 1) ** 2])
+    dist.all_reduce(t)
+    return t
+
+
+def test_mistakes_are_explained(capsys):
+    assert not check_largest_square(unsolved, world_size=2)
+    assert not check_largest_square(kept_own, world_size=2)
+    assert not check_largest_square(summed, world_size=2)
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("✗")]
+    assert lines[0] == "✗ not solved yet"
+    assert "call dist.all_reduce" in lines[1]
+    assert "ReduceOp.MAX" in lines[2]

@@ -1,0 +1,351 @@
+"""The launcher runs real process groups, and every failure path ends fast and clean."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import psutil
+import pytest
+import torch
+import torch.distributed as dist
+
+from course_utils import rank as rank_setup
+from course_utils.errors import BackendError, LaunchError, LaunchTimeout
+from course_utils.launch import launch, live_children
+
+
+def rank_pid_and_sum():
+    t = torch.tensor([dist.get_rank()])
+    dist.all_reduce(t)
+    return dist.get_rank(), os.getpid(), int(t.item())
+
+
+def test_results_come_back_in_rank_order_from_a_real_group():
+    results = launch(rank_pid_and_sum, 4, backend="gloo")
+    assert [r for r, _, _ in results] == [0, 1, 2, 3]
+    assert len({pid for _, pid, _ in results}) == 4
+    assert all(pid != os.getpid() for _, pid, _ in results)
+    assert all(total == 6 for _, _, total in results)  # all_reduce of 0+1+2+3
+
+
+def test_one_rank_and_arguments():
+    assert launch(lambda a, b=0: a + b + dist.get_world_size(), 1, args=(2,), kwargs={"b": 3}) == [
+        6
+    ]
+
+
+def test_tensors_come_back_and_equal_the_serial_twin():
+    def gather_rows():
+        row = torch.arange(5, dtype=torch.float64) * (dist.get_rank() + 1)
+        rows = [torch.empty_like(row) for _ in range(dist.get_world_size())]
+        dist.all_gather(rows, row)
+        return torch.stack(rows)
+
+    results = launch(gather_rows, 3)
+    serial = torch.stack([torch.arange(5, dtype=torch.float64) * (r + 1) for r in range(3)])
+    assert all(torch.equal(r, serial) for r in results)
+
+
+def test_rank_output_is_prefixed_with_its_rank(capfd):
+    def talk():
+        print(f"hello from {dist.get_rank()}")
+        print("to stderr", file=sys.stderr)
+
+    launch(talk, 2)
+    out, err = capfd.readouterr()
+    assert "[rank 0] hello from 0" in out and "[rank 1] hello from 1" in out
+    assert "[rank 1] to stderr" in err
+
+
+def test_threads_per_rank_share_the_cores():
+    threads = launch(torch.get_num_threads, 4)
+    assert threads == [rank_setup.threads_per_rank(4)] * 4
+    assert launch(torch.get_num_threads, 1) == [rank_setup.usable_cores()]
+
+
+def raise_on_rank_2_then_peers_fail():
+    if dist.get_rank() == 2:
+        raise ZeroDivisionError("rank two divided by zero")
+    time.sleep(1.0)
+    raise RuntimeError("Connection closed by peer")  # what a peer would see later
+
+
+def test_rank_that_raises_is_named_with_its_own_traceback():
+    start = time.monotonic()
+    with pytest.raises(LaunchError, match="rank 2 of 4 raised ZeroDivisionError") as info:
+        launch(raise_on_rank_2_then_peers_fail, 4, timeout=30)
+    assert time.monotonic() - start < 10
+    err = info.value
+    assert err.rank == 2 and err.exc_type == "ZeroDivisionError"
+    assert "rank two divided by zero" in err.remote_traceback
+    assert "raise_on_rank_2_then_peers_fail" in err.remote_traceback
+    assert isinstance(err.original, ZeroDivisionError)
+    assert "rank two divided by zero" in str(err.__cause__)
+    assert live_children() == []
+
+
+def test_first_failure_in_time_wins_over_rank_order():
+    def late_on_0_early_on_3():
+        if dist.get_rank() == 0:
+            time.sleep(1.5)
+            raise ValueError("rank 0, late")
+        if dist.get_rank() == 3:
+            raise KeyError("rank 3, first")
+        time.sleep(3)
+
+    with pytest.raises(LaunchError, match="rank 3 of 4 raised KeyError"):
+        launch(late_on_0_early_on_3, 4, timeout=30)
+
+
+def test_peer_connection_errors_are_not_blamed():
+    def rank_1_fails_inside_a_collective_peer_sees_closed():
+        if dist.get_rank() == 1:
+            time.sleep(0.3)
+            raise OSError("disk full on rank 1")
+        dist.barrier()
+
+    with pytest.raises(LaunchError, match="rank 1 of 3 raised OSError"):
+        launch(rank_1_fails_inside_a_collective_peer_sees_closed, 3, timeout=30)
+
+
+def test_hung_rank_is_stopped_at_the_timeout_and_named():
+    def hang_on_1():
+        if dist.get_rank() == 1:
+            time.sleep(600)
+        dist.barrier()
+
+    start = time.monotonic()
+    with pytest.raises(LaunchTimeout) as info:
+        launch(hang_on_1, 2, timeout=3)
+    elapsed = time.monotonic() - start
+    assert 3 <= elapsed < 15
+    message = str(info.value)
+    assert "rank 1 of 2 did not finish within 3 s" in message
+    assert "rank 1 was busy" in message and "hang_on_1" in message
+    assert "rank 0 was waiting in communication" in message
+    assert info.value.rank == 1
+    assert live_children() == []
+
+
+def test_deadlock_is_explained():
+    def both_receive_first():
+        buf = torch.zeros(1)
+        dist.recv(buf, src=1 - dist.get_rank())
+        dist.send(buf, dst=1 - dist.get_rank())
+
+    with pytest.raises(LaunchTimeout, match="deadlock"):
+        launch(both_receive_first, 2, timeout=3)
+
+
+def test_rank_killed_by_sigkill_is_reported():
+    def die_on_1():
+        if dist.get_rank() == 1:
+            os.kill(os.getpid(), signal.SIGKILL)
+        dist.barrier()
+
+    start = time.monotonic()
+    with pytest.raises(LaunchError, match="rank 1 of 3 was killed by SIGKILL") as info:
+        launch(die_on_1, 3, timeout=30)
+    assert time.monotonic() - start < 10
+    assert info.value.rank == 1
+
+
+def test_rank_that_exits_is_reported():
+    def exit_on_0():
+        if dist.get_rank() == 0:
+            os._exit(3)
+        dist.barrier()
+
+    with pytest.raises(LaunchError, match="rank 0 of 2 exited with code 3"):
+        launch(exit_on_0, 2, timeout=30)
+
+
+def test_grandchildren_are_stopped_too():
+    def start_a_sleeper():
+        proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+        print(f"sleeper {proc.pid}")
+        raise RuntimeError("leaving a child behind")
+
+    with pytest.raises(LaunchError):
+        launch(start_a_sleeper, 1, timeout=30)
+    assert live_children() == []
+
+
+@pytest.mark.parametrize(
+    "fn, world_size, kwargs, error, match",
+    [
+        ("not callable", 2, {}, TypeError, "needs a function"),
+        (rank_pid_and_sum, 0, {}, ValueError, "world_size must be a whole number >= 1"),
+        (rank_pid_and_sum, 2.0, {}, ValueError, "world_size"),
+        (rank_pid_and_sum, 2, {"timeout": 0}, ValueError, "timeout must be a positive"),
+        (rank_pid_and_sum, 2, {"backend": "mpi"}, ValueError, "is not one of"),
+        (rank_pid_and_sum, 2, {"args": 5}, TypeError, "args must be a tuple"),
+    ],
+)
+def test_bad_arguments_are_refused_before_anything_starts(fn, world_size, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        launch(fn, world_size, **kwargs)
+    assert live_children() == []
+
+
+class Unpicklable:
+    def __reduce__(self):
+        raise TypeError("this object refuses to be pickled")
+
+
+def test_unpicklable_argument_is_named_before_start():
+    with pytest.raises(TypeError, match=r"argument 1 \(Unpicklable\) cannot be sent"):
+        launch(rank_pid_and_sum, 2, args=(1, Unpicklable()))
+
+
+def test_unpicklable_result_is_a_clear_error():
+    with pytest.raises(LaunchError, match="cannot be sent back"):
+        launch(Unpicklable, 2)
+
+
+def test_nccl_without_gpus_says_what_to_use():
+    if torch.cuda.is_available():
+        pytest.skip("this machine has GPUs")
+    with pytest.raises(BackendError, match="backend='gloo'"):
+        launch(rank_pid_and_sum, 2, backend="nccl")
+
+
+@pytest.mark.parametrize(
+    "gpus, backend, world_size, expected",
+    [
+        (0, "auto", 4, "gloo"),
+        (0, "gloo", 4, "gloo"),
+        (4, "auto", 4, "nccl"),
+        (8, "nccl", 2, "nccl"),
+        (1, "gloo", 4, "gloo"),
+        (1, "auto", 4, BackendError),
+        (2, "nccl", 4, BackendError),
+        (0, "nccl", 1, BackendError),
+    ],
+)
+def test_backend_resolution(monkeypatch, gpus, backend, world_size, expected):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: gpus > 0)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
+    monkeypatch.setattr(dist, "is_nccl_available", lambda: True)
+    if expected is BackendError:
+        with pytest.raises(BackendError, match="Use backend='gloo'"):
+            rank_setup.resolve_backend(backend, world_size)
+    else:
+        assert rank_setup.resolve_backend(backend, world_size) == expected
+
+
+def test_spawn_runs_a_function_defined_in_a_script(tmp_path):
+    """A function from __main__ (as in a notebook) travels by value, even without the guard."""
+    script = tmp_path / "script.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import torch.distributed as dist
+            from course_utils.launch import launch
+
+            def times_ten():
+                return dist.get_rank() * 10
+
+            print(launch(times_ten, 2, start_method="spawn"))
+            """
+        )
+    )
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "[0, 10]"
+
+
+LONG_RUNNING = textwrap.dedent(
+    """
+    import os, sys, time
+    import torch.distributed as dist
+    from course_utils.launch import launch
+
+    def report_and_sleep():
+        print(f"PID {os.getpid()}", flush=True)
+        time.sleep(600)
+
+    launch(report_and_sleep, 2, timeout=600)
+    """
+)
+
+
+def _start_launcher(tmp_path, **popen):
+    script = tmp_path / "long.py"
+    script.write_text(LONG_RUNNING)
+    proc = subprocess.Popen(
+        [sys.executable, "-u", str(script)], stdout=subprocess.PIPE, text=True, **popen
+    )
+    pids = []
+    deadline = time.monotonic() + 60
+    while len(pids) < 2 and time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if "PID" in line:
+            pids.append(int(line.split()[-1]))
+    assert len(pids) == 2, "ranks did not start"
+    return proc, pids
+
+
+def _all_gone(pids, within=10.0) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if not any(psutil.pid_exists(p) and _not_zombie(p) for p in pids):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def _not_zombie(pid) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_interrupt_stops_every_rank(tmp_path):
+    proc, pids = _start_launcher(tmp_path)
+    proc.send_signal(signal.SIGINT)  # what "interrupt kernel" does
+    proc.wait(timeout=30)
+    assert _all_gone(pids)
+
+
+def test_killed_parent_takes_its_ranks_with_it(tmp_path):
+    proc, pids = _start_launcher(tmp_path)
+    proc.kill()  # what "restart kernel" does to the old kernel
+    proc.wait(timeout=30)
+    assert _all_gone(pids)
+
+
+def test_two_launches_at_once_do_not_collide(tmp_path):
+    script = tmp_path / "twice.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import torch, torch.distributed as dist, time
+            from course_utils.launch import launch
+
+            def total():
+                t = torch.tensor([dist.get_rank() + 1])
+                for _ in range(20):
+                    dist.all_reduce(t)
+                    t.fill_(dist.get_rank() + 1)
+                    time.sleep(0.02)
+                dist.all_reduce(t)
+                return int(t.item())
+
+            print(launch(total, 3))
+            """
+        )
+    )
+    procs = [
+        subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    outs = [p.communicate(timeout=120)[0] for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    assert all(out.strip().splitlines()[-1] == "[6, 6, 6]" for out in outs)

@@ -1,0 +1,61 @@
+"""The runner executes a notebook headless, counts its verdicts and stores it stably."""
+
+from __future__ import annotations
+
+import json
+
+import nbformat
+import pytest
+
+from course_utils import notebooks
+from course_utils.checks import verdict
+
+
+def _notebook(path, *cells, tags=None):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in cells]
+    if tags:
+        for index, tag in tags.items():
+            nb.cells[index].metadata["tags"] = [tag]
+    nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {"state": {}}}
+    nbformat.write(nb, path)
+    return path
+
+
+def test_counts_verdicts_and_failed_ones(tmp_path):
+    path = _notebook(
+        tmp_path / "01_demo.ipynb",
+        "from course_utils.checks import verdict",
+        "verdict(True, 'holds'); verdict(1 > 2, 'one is more than two')\n"
+        "verdict(False, 'not solved yet')",
+        "raise ValueError('expected')",
+        tags={2: "raises-exception"},
+    )
+    report = notebooks.execute(path, write=True)
+    assert report.error is None
+    assert report.verdicts == 3  # the unsolved exercise is counted, not failed
+    assert report.failed_verdicts == ["cell 1: ✗ one is more than two"]
+    assert not report.ok
+    stored = json.loads(path.read_text())
+    assert "widgets" not in stored["metadata"]
+    assert all("execution" not in c["metadata"] for c in stored["cells"])
+
+
+def test_an_error_is_reported_with_its_cell(tmp_path):
+    path = _notebook(tmp_path / "02_broken.ipynb", "1 / 0")
+    report = notebooks.execute(path)
+    assert report.error.startswith("ZeroDivisionError")
+    assert "ZeroDivisionError" in notebooks.format_table([report])
+
+
+def test_resolve_by_number_and_refuse_unknown(tmp_path):
+    _notebook(tmp_path / "03_x.ipynb", "pass")
+    assert notebooks.resolve(["03"], tmp_path)[0].name == "03_x.ipynb"
+    with pytest.raises(FileNotFoundError, match="known: 03_x.ipynb"):
+        notebooks.resolve(["99"], tmp_path)
+
+
+def test_verdict_prints_one_stable_line(capsys):
+    assert verdict(True, "the claim")
+    assert not verdict(0, "the other claim")
+    assert capsys.readouterr().out == "✓ the claim\n✗ the other claim\n"

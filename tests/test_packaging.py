@@ -1,0 +1,62 @@
+"""The two commands and the two environment files stay in step."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+CONDA_TO_PIP = {"pytorch": "torch"}
+NOT_PACKAGES = {"python", "pip"}
+
+
+def _name(requirement: str) -> str:
+    return re.split(r"[<>=!~ \[;]", requirement.strip(), maxsplit=1)[0].lower().replace("_", "-")
+
+
+def test_environment_yml_lists_the_same_packages_as_pyproject():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    pip_names = {_name(r) for r in project["dependencies"]}
+    pip_names |= {_name(r) for group in project["optional-dependencies"].values() for r in group}
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    conda_names = set()
+    for dep in env["dependencies"]:
+        if isinstance(dep, dict):
+            conda_names |= {_name(r) for r in dep["pip"] if not r.startswith("-")}
+        else:
+            conda_names.add(CONDA_TO_PIP.get(_name(dep), _name(dep)))
+    assert conda_names - NOT_PACKAGES == pip_names
+
+
+def test_dependencies_are_lower_bounds_only():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    for req in project["dependencies"]:
+        assert "==" not in req and "<" not in req, req
+
+
+def test_readme_gives_the_two_commands_and_ci_runs_the_test_one():
+    readme = (ROOT / "README.md").read_text()
+    assert "make lab" in readme and "make test" in readme
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert re.search(r"^make test$", ci, re.M)
+    makefile = (ROOT / "Makefile").read_text()
+    assert re.search(r"^lab:", makefile, re.M) and re.search(r"^test:", makefile, re.M)
+
+
+def test_top_level_is_the_documented_layout():
+    expected = {
+        "notebooks", "course_utils", "data", "environment.yml", "tests", "README.md",
+        "pyproject.toml", "Makefile",
+    }  # fmt: skip
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    files = subprocess.run(
+        ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    top = {f.split("/")[0] for f in files if not f.startswith(".")}
+    assert top == expected

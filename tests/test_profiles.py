@@ -1,0 +1,51 @@
+"""One switch chooses the profile; a wrong name says which ones exist."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from course_utils import profiles
+from course_utils.errors import ProfileError
+
+
+def _gpus(monkeypatch, n: int) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: n > 0)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: n)
+
+
+@pytest.mark.parametrize("gpus, expected", [(0, "cpu"), (1, "cpu"), (2, "gpu"), (8, "gpu")])
+def test_default_is_gpu_only_with_two_gpus_or_more(monkeypatch, gpus, expected):
+    monkeypatch.delenv(profiles.ENV_VAR, raising=False)
+    _gpus(monkeypatch, gpus)
+    assert profiles.current().name == expected
+
+
+def test_environment_variable_chooses(monkeypatch):
+    _gpus(monkeypatch, 0)
+    monkeypatch.setenv(profiles.ENV_VAR, "CPU")
+    assert profiles.current().name == "cpu"
+
+
+def test_unknown_name_lists_the_valid_ones(monkeypatch):
+    monkeypatch.setenv(profiles.ENV_VAR, "laptop")
+    with pytest.raises(ProfileError, match=r"unknown profile 'laptop'.*valid profiles: cpu, gpu"):
+        profiles.current()
+
+
+def test_gpu_profile_without_a_gpu_is_refused(monkeypatch):
+    _gpus(monkeypatch, 0)
+    with pytest.raises(ProfileError, match="COURSE_PROFILE=cpu"):
+        profiles.get("gpu")
+
+
+def test_gpu_profile_gives_each_rank_a_gpu(monkeypatch):
+    _gpus(monkeypatch, 2)
+    p = profiles.get("gpu")
+    assert (p.backend, p.world_size, p.dataset) == ("nccl", 2, "cifar10")
+
+
+def test_cpu_profile_runs_everything_on_gloo_with_generated_data():
+    p = profiles.get("cpu")
+    assert (p.backend, p.dataset) == ("gloo", "mnist1d")
+    assert p.world_size >= 2
