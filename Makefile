@@ -7,6 +7,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.course-installed
 PYTEST_WORKERS ?= 2
 CELL_TIMEOUT ?= 300
+# JupyterLab refuses to start as root (containers, lab VMs) unless told it is on purpose.
+ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 .PHONY: lab test lint unit notebooks format refresh doctor clean
 
@@ -17,7 +19,7 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 lab: $(STAMP)
-	$(BIN)/jupyter lab --notebook-dir=notebooks $(LAB_ARGS)
+	$(BIN)/jupyter lab --notebook-dir=notebooks $(ROOT_FLAG) $(LAB_ARGS)
 
 test: lint unit notebooks
 
