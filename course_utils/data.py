@@ -19,7 +19,14 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset, DistributedSampler, TensorDataset, random_split
+from torch.utils.data import (
+    BatchSampler,
+    DataLoader,
+    Dataset,
+    DistributedSampler,
+    TensorDataset,
+    random_split,
+)
 
 from .errors import DataError
 
@@ -267,10 +274,17 @@ def shard_loader(
     seed: int = 0,
     drop_last: bool = False,
 ) -> DataLoader:
-    """This rank's share of `dataset` through `DistributedSampler` (rank/world from the group)."""
+    """This rank's share of `dataset` through `DistributedSampler` (rank/world from the group).
+
+    For in-memory tensors the loader slices whole batches at once: fetching samples one by
+    one costs more than a small model's step and would distort every timing built on it.
+    """
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}.")
     sampler = DistributedSampler(
         dataset, num_replicas=world_size, rank=rank, shuffle=shuffle, seed=seed, drop_last=drop_last
     )
+    if isinstance(dataset, TensorDataset):
+        batches = BatchSampler(sampler, batch_size, drop_last)
+        return DataLoader(dataset, sampler=batches, batch_size=None)
     return DataLoader(dataset, batch_size=batch_size, sampler=sampler, drop_last=drop_last)
