@@ -23,7 +23,7 @@ from .worker import RESULTS_PREFIX
 
 
 def torchrun_command(
-    target: str,
+    target: str | None,
     *,
     nnodes: int,
     nproc_per_node: int,
@@ -32,8 +32,16 @@ def torchrun_command(
     master_port: int = 29500,
     backend: str = "auto",
     python: str = "python",
+    module: str = "course_utils.worker",
+    module_args: list[str] | None = None,
 ) -> list[str]:
-    """The command to run on node `node_rank` (all nodes use the same master address and port)."""
+    """The command to run on node `node_rank` (all nodes use the same master address and port).
+
+    By default every rank runs `course_utils.worker TARGET`; give `module` and `module_args`
+    to run another script, such as `course_utils.ddp_train`.
+    """
+    if module_args is None:
+        module_args = [target, f"--backend={backend}"]
     return [
         python, "-m", "torch.distributed.run",
         f"--nnodes={nnodes}",
@@ -41,8 +49,7 @@ def torchrun_command(
         f"--node-rank={node_rank}",
         f"--master-addr={master_addr}",
         f"--master-port={master_port}",
-        "-m", "course_utils.worker", target,
-        f"--backend={backend}",
+        "-m", module, *module_args,
     ]  # fmt: skip
 
 
@@ -61,14 +68,19 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
 
 
 def run_local_nodes(
-    target: str,
+    target: str | None,
     nnodes: int = 2,
     nproc_per_node: int = 1,
     backend: str = "gloo",
     timeout: float = 120.0,
     echo: bool = True,
+    module: str = "course_utils.worker",
+    module_args: list[str] | None = None,
 ) -> list:
-    """Run `target` as an `nnodes`-node torchrun job on localhost; its results in rank order."""
+    """Run `target` (or `module`) as an `nnodes`-node torchrun job on localhost.
+
+    Returns what rank 0 reported for every rank, in rank order.
+    """
     port = free_port()
     env = {**os.environ, "GLOO_SOCKET_IFNAME": os.environ.get("GLOO_SOCKET_IFNAME", _lo())}
     env["OMP_NUM_THREADS"] = "1"
@@ -81,6 +93,7 @@ def run_local_nodes(
             cmd = torchrun_command(
                 target, nnodes=nnodes, nproc_per_node=nproc_per_node, node_rank=n,
                 master_addr="127.0.0.1", master_port=port, backend=backend, python=sys.executable,
+                module=module, module_args=module_args,
             )  # fmt: skip
             with open(logs[n], "wb") as log:
                 agents.append(

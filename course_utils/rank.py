@@ -124,6 +124,26 @@ def init_process_group(backend: str, timeout: float, init_method: str, rank=None
     )
 
 
+TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR")
+
+
+def join_from_torchrun(backend: str = "auto", timeout: float = 300.0) -> torch.device:
+    """Set up a rank that torchrun started: the same steps as under `launch`, from its env."""
+    missing = [v for v in TORCHRUN_VARS if v not in os.environ]
+    if missing:
+        raise SystemExit(
+            f"{', '.join(missing)} not set: run this under torchrun, e.g. "
+            "`python -m torch.distributed.run --nproc-per-node=2 -m <module> ...`"
+        )
+    tie_to_parent(os.getppid())
+    local_rank = int(os.environ["LOCAL_RANK"])
+    local_world = int(os.environ["LOCAL_WORLD_SIZE"])
+    backend = resolve_backend(backend, local_world)
+    where = prepare(backend, local_rank, local_world)
+    init_process_group(backend, timeout, "env://")
+    return where
+
+
 def device() -> torch.device:
     """The device the calling rank computes on: its own GPU under NCCL, else the CPU."""
     if dist.is_initialized() and dist.get_backend() == "nccl":

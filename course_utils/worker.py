@@ -12,7 +12,6 @@ import argparse
 import importlib
 import importlib.util
 import json
-import os
 import sys
 
 import torch.distributed as dist
@@ -20,7 +19,6 @@ import torch.distributed as dist
 from . import rank as rank_setup
 
 RESULTS_PREFIX = "course_utils.worker results: "
-_TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR")
 
 
 def load_target(target: str):
@@ -50,29 +48,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backend", default="auto", choices=rank_setup.BACKENDS)
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds for a missing peer")
     args = parser.parse_args(argv)
-    missing = [v for v in _TORCHRUN_VARS if v not in os.environ]
-    if missing:
-        parser.error(
-            f"{', '.join(missing)} not set: run this under torchrun, e.g. "
-            "`python -m torch.distributed.run --nproc-per-node=2 -m course_utils.worker "
-            f"{args.target}`"
-        )
-    rank_setup.tie_to_parent(os.getppid())
-    local_rank = int(os.environ["LOCAL_RANK"])
-    local_world = int(os.environ["LOCAL_WORLD_SIZE"])
-    backend = rank_setup.resolve_backend(args.backend, local_world)
-    rank_setup.prepare(backend, local_rank, local_world)
-    rank_setup.init_process_group(backend, args.timeout, "env://")
+    rank_setup.join_from_torchrun(args.backend, args.timeout)
     try:
-        fn = load_target(args.target)
-        result = fn()
-        gathered = [None] * dist.get_world_size()
-        dist.all_gather_object(gathered, result)
-        if dist.get_rank() == 0:
-            print(RESULTS_PREFIX + json.dumps(gathered, default=repr), flush=True)
+        report_results(load_target(args.target)())
     finally:
         dist.destroy_process_group()
     return 0
+
+
+def report_results(result) -> None:
+    """Gather every rank's result; rank 0 prints them on one line, in rank order."""
+    gathered = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, result)
+    if dist.get_rank() == 0:
+        print(RESULTS_PREFIX + json.dumps(gathered, default=repr), flush=True)
 
 
 if __name__ == "__main__":
