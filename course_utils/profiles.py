@@ -20,30 +20,68 @@ ENV_VAR = "COURSE_PROFILE"
 
 @dataclass(frozen=True)
 class SgdSizes:
-    """Notebook 01: GD vs SGD vs mini-batch, the batch-size sweep, the parallel search."""
+    """Notebook 01: GD vs SGD vs mini-batch, gradient noise, the batch-size sweep, the search."""
 
+    # the report's batch-size sweep at a constant learning rate, and its parallel search
     epochs: int = 10
     batch_sizes: tuple[int, ...] = (8, 32, 128, 512)
     lr: float = 0.001
+    momentum: float = 0.9
+    optimizer: str = "sgd"
+    hidden: int | None = None  # model width; None keeps the model's own default
+    val_fraction: float = 0.2
+    threads: int | None = 1  # torch threads per training process; None leaves torch's choice
     sweep_jobs: int = 2
+    # full-batch GD, batch-1 SGD and mini-batch SGD on the same samples at one lr
+    compare_samples: int | None = None  # training samples they share; None: the whole split
+    compare_lr: float = 0.05
+    gd_steps: int = 200
+    sgd_steps: int = 3000  # batch-1 updates: a bounded part of one pass
+    minibatch_size: int = 32
+    minibatch_epochs: int = 4
+    curve_points: int = 50  # loss evaluations along each run
+    # gradient noise against the 1/B law
+    noise_batch_sizes: tuple[int, ...] = (1, 4, 16, 64, 256, 1024)
+    noise_draws: int = 64
 
 
 @dataclass(frozen=True)
 class CollectivesSizes:
     """Notebook 05: allreduce algorithms and their cost model."""
 
-    world_sizes: tuple[int, ...] = (2, 4, 8)
-    message_bytes: tuple[int, ...] = (1 << 10, 1 << 14, 1 << 18, 1 << 22)
-    repeats: int = 5
+    world_sizes: tuple[int, ...] = (2, 4, 8)  # the timing sweep
+    message_bytes: tuple[int, ...] = (1 << 10, 1 << 15, 1 << 20, 1 << 24)
+    repeats: int = 3  # medians over this many timed runs
+    pingpong_bytes: tuple[int, ...] = (1 << 10, 1 << 15, 1 << 20, 1 << 24, 1 << 26)
+    check_world_sizes: tuple[int, ...] = (1, 2, 3, 4, 5, 6, 7, 8)  # against dist.all_reduce
+    check_numels: tuple[int, ...] = (1, 5, 1001)  # smaller than N, odd, larger
+    check_dtypes: tuple[str, ...] = ("float32", "float64", "int64")
+    exercise_timeout: float = 5.0  # seconds before a deadlocked exercise is stopped
 
 
 @dataclass(frozen=True)
 class PipelineSizes:
-    """Notebook 06: pipeline schedules and the bubble."""
+    """Notebook 06: model parallelism, pipeline schedules and the bubble.
 
-    stages: int = 4
-    microbatches: tuple[int, ...] = (1, 2, 4, 8, 16)
-    slot_seconds: float = 0.02
+    Ops are padded with sleep to a slot, so the schedule, not core contention, sets the
+    timelines; slots long against the few-millisecond hand-offs keep the bubble honest.
+    """
+
+    stages: int = 4  # K for the bubble sweep, 1F1B vs GPipe and the unbalanced pipeline
+    microbatches: tuple[int, ...] = (1, 2, 4, 8, 16)  # M for the bubble sweep
+    slot_seconds: float = 0.04  # one forward of one micro-batch on one stage
+    repeats: int = 3  # steps per M; the median bubble is reported
+    picture_stages: int = 3  # the blog's picture: 3 samples over 3 GPUs
+    picture_microbatches: int = 3
+    picture_slot_seconds: float = 0.06
+    compare_microbatches: int = 8  # M for 1F1B against GPipe and for the unbalanced run
+    heavy_stage: int = 1  # the stage made heavier in the unbalanced pipeline
+    heavy_factor: float = 2.0
+    micro_batch_size: int = 8  # samples per micro-batch (MNIST-1D)
+    hidden: int = 32  # width of the small real layer inside every stage
+    tp_ranks: int = 2  # ranks a layer's neurons are split over
+    tp_widths: tuple[int, ...] = (40, 64, 64, 64, 10)  # MNIST-1D in, 10 classes out
+    tp_batch: int = 32
 
 
 @dataclass(frozen=True)
@@ -69,7 +107,18 @@ PROFILES = {
         dataset="mnist1d",
         model="mlp",
         launch_timeout=120.0,
-        sgd=SgdSizes(epochs=10, batch_sizes=(8, 32, 128, 512), lr=0.01, sweep_jobs=2),
+        sgd=SgdSizes(
+            epochs=10,
+            batch_sizes=(8, 32, 128, 512),
+            lr=0.01,
+            momentum=0.9,
+            hidden=128,
+            threads=1,
+            sweep_jobs=2,
+            compare_lr=0.05,
+            gd_steps=200,
+            sgd_steps=3000,
+        ),
     ),
     "gpu": Profile(
         name="gpu",
@@ -79,11 +128,38 @@ PROFILES = {
         dataset="cifar10",
         model="report_cnn",
         launch_timeout=3600.0,
-        sgd=SgdSizes(epochs=10, batch_sizes=(8, 32, 128, 512), lr=0.001, sweep_jobs=4),
-        collectives=CollectivesSizes(
-            world_sizes=(2, 4), message_bytes=(1 << 10, 1 << 16, 1 << 20, 1 << 24, 1 << 26)
+        sgd=SgdSizes(
+            epochs=10,
+            batch_sizes=(8, 32, 128, 512),
+            lr=0.001,
+            momentum=0.9,
+            threads=None,
+            sweep_jobs=4,
+            compare_samples=10_000,
+            compare_lr=0.01,
+            gd_steps=300,
+            sgd_steps=10_000,
+            minibatch_epochs=3,
+            noise_batch_sizes=(1, 4, 16, 64, 256, 1024, 4096),
         ),
-        pipeline=PipelineSizes(stages=4, microbatches=(1, 2, 4, 8, 16, 32), slot_seconds=0.01),
+        collectives=CollectivesSizes(
+            world_sizes=(2, 4),
+            message_bytes=(1 << 10, 1 << 15, 1 << 20, 1 << 24, 1 << 26),
+            repeats=10,
+            check_world_sizes=(1, 2, 3, 4),
+            exercise_timeout=30.0,
+        ),
+        pipeline=PipelineSizes(
+            stages=4,
+            microbatches=(1, 2, 4, 8, 16, 32),
+            slot_seconds=0.02,
+            picture_slot_seconds=0.05,
+            micro_batch_size=32,
+            hidden=256,
+            tp_ranks=2,
+            tp_widths=(40, 1024, 1024, 1024, 10),
+            tp_batch=128,
+        ),
     ),
 }
 

@@ -1,0 +1,293 @@
+"""Allreduce four ways, built only on torch.distributed point-to-point operations.
+
+Each algorithm sums a tensor over all ranks in place and returns it, like
+`dist.all_reduce(t)`; they differ in who talks to whom. The parameter server funnels
+everything through rank 0; the tree reduces up a binary tree and broadcasts back down;
+the butterfly (recursive doubling) has every rank swap with a partner log2 N times; the
+ring passes one chunk per step to the right neighbour. Because they use only send/recv
+(isend/irecv), they run unchanged on gloo (CPU) and NCCL (GPU).
+
+Pass a `Trace` to see what an algorithm did on this rank: its rounds, what it sent to and
+received from whom, and (for small demos) its tensor after every round.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+import torch.distributed as dist
+
+__all__ = [
+    "ALGORITHMS",
+    "Trace",
+    "butterfly_allreduce",
+    "chunk_bounds",
+    "parameter_server_allreduce",
+    "ring_allreduce",
+    "tree_allreduce",
+]
+
+
+@dataclass
+class RoundLog:
+    """One round on one rank: element ranges sent and received, as (peer, start, stop)."""
+
+    label: str
+    sends: list = field(default_factory=list)
+    recvs: list = field(default_factory=list)
+    value: torch.Tensor | None = None  # the rank's tensor after the round, when kept
+
+
+@dataclass
+class Trace:
+    """What one rank did during one allreduce; rounds line up across ranks (idle ones too)."""
+
+    rank: int = 0
+    world_size: int = 1
+    itemsize: int = 1
+    keep_values: bool = False
+    rounds: list = field(default_factory=list)
+
+    def next_round(self, label: str) -> None:
+        self.rounds.append(RoundLog(label))
+
+    def sent(self, peer: int, start: int, stop: int) -> None:
+        self.rounds[-1].sends.append((peer, start, stop))
+
+    def received(self, peer: int, start: int, stop: int) -> None:
+        self.rounds[-1].recvs.append((peer, start, stop))
+
+    def done(self, flat: torch.Tensor) -> None:
+        if self.keep_values:
+            self.rounds[-1].value = flat.detach().clone().cpu()
+
+    @property
+    def bytes_sent(self) -> int:
+        return self.itemsize * sum(b - a for r in self.rounds for _, a, b in r.sends)
+
+    @property
+    def bytes_received(self) -> int:
+        return self.itemsize * sum(b - a for r in self.rounds for _, a, b in r.recvs)
+
+    @property
+    def messages_sent(self) -> int:
+        return sum(len(r.sends) for r in self.rounds)
+
+
+class _NoTrace:
+    """Stands in when nobody asked for a trace, so the hot loops carry no `if` per step."""
+
+    def next_round(self, label):
+        pass
+
+    def sent(self, peer, start, stop):
+        pass
+
+    def received(self, peer, start, stop):
+        pass
+
+    def done(self, flat):
+        pass
+
+
+_QUIET = _NoTrace()
+
+
+def chunk_bounds(numel: int, parts: int) -> list[tuple[int, int]]:
+    """Split 0..numel into `parts` contiguous ranges differing in length by at most one."""
+    return [(i * numel // parts, (i + 1) * numel // parts) for i in range(parts)]
+
+
+def _start(t: torch.Tensor, trace: Trace | None):
+    """The flat view the algorithms work on, this rank's place, and the trace to write to."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"allreduce needs a torch.Tensor, got {type(t).__name__}.")
+    flat = t.view(-1) if t.is_contiguous() else t.contiguous().view(-1)
+    rank, world = dist.get_rank(), dist.get_world_size()
+    if trace is None:
+        return flat, rank, world, _QUIET
+    trace.rank, trace.world_size, trace.itemsize = rank, world, t.element_size()
+    return flat, rank, world, trace
+
+
+def _finish(t: torch.Tensor, flat: torch.Tensor) -> torch.Tensor:
+    if flat.data_ptr() != t.data_ptr() or not t.is_contiguous():
+        t.copy_(flat.view_as(t))
+    return t
+
+
+def _wait(requests) -> None:
+    for request in requests:
+        request.wait()
+
+
+def parameter_server_allreduce(t: torch.Tensor, trace: Trace | None = None) -> torch.Tensor:
+    """Every worker sends to rank 0, which sums and sends the total back.
+
+    Two rounds whatever N is, but rank 0 receives and sends N-1 whole tensors: its link
+    carries 2(N-1) times the message, so the time grows linearly with the number of ranks.
+    """
+    flat, rank, world, log = _start(t, trace)
+    if world == 1 or flat.numel() == 0:
+        return t
+    n = flat.numel()
+    log.next_round("gather: every worker sends its tensor to the server (rank 0)")
+    if rank == 0:
+        incoming = torch.empty_like(flat)
+        for worker in range(1, world):
+            dist.recv(incoming, worker)
+            flat.add_(incoming)
+            log.received(worker, 0, n)
+    else:
+        dist.send(flat, 0)
+        log.sent(0, 0, n)
+    log.done(flat)
+    log.next_round("broadcast: the server sends the sum to every worker")
+    if rank == 0:
+        _wait([dist.isend(flat, worker) for worker in range(1, world)])
+        for worker in range(1, world):
+            log.sent(worker, 0, n)
+    else:
+        dist.recv(flat, 0)
+        log.received(0, 0, n)
+    log.done(flat)
+    return _finish(t, flat)
+
+
+def tree_allreduce(t: torch.Tensor, trace: Trace | None = None) -> torch.Tensor:
+    """Reduce up a binary tree rooted at the last rank, then broadcast back down it.
+
+    Node i of the tree (heap order: children 2i+1 and 2i+2) is rank N-1-i, so 7 ranks
+    holding 1..7 give the lecture's picture: sums 13 and 8 after one round, 28 at the
+    root after the next, then the same two rounds down. 2*floor(log2 N) rounds in all.
+    """
+    flat, rank, world, log = _start(t, trace)
+    if world == 1 or flat.numel() == 0:
+        return t
+    n = flat.numel()
+    node = world - 1 - rank
+    depth, levels = (node + 1).bit_length() - 1, world.bit_length() - 1
+    children = [c for c in (2 * node + 1, 2 * node + 2) if c < world]
+    child_ranks = [world - 1 - c for c in children]
+    parent_rank = world - 1 - (node - 1) // 2 if node else None
+    incoming = [torch.empty_like(flat) for _ in children]
+    for level in range(levels, 0, -1):  # the deepest level sends first
+        log.next_round(f"reduce: depth {level} sends its partial sum up")
+        if depth == level:
+            dist.send(flat, parent_rank)
+            log.sent(parent_rank, 0, n)
+        elif depth == level - 1 and children:
+            _wait([dist.irecv(buf, src) for buf, src in zip(incoming, child_ranks, strict=True)])
+            for buf, src in zip(incoming, child_ranks, strict=True):
+                flat.add_(buf)
+                log.received(src, 0, n)
+        log.done(flat)
+    for level in range(1, levels + 1):
+        log.next_round(f"broadcast: depth {level - 1} sends the total down")
+        if depth == level - 1 and children:
+            _wait([dist.isend(flat, dst) for dst in child_ranks])
+            for dst in child_ranks:
+                log.sent(dst, 0, n)
+        elif depth == level:
+            dist.recv(flat, parent_rank)
+            log.received(parent_rank, 0, n)
+        log.done(flat)
+    return _finish(t, flat)
+
+
+def butterfly_allreduce(t: torch.Tensor, trace: Trace | None = None) -> torch.Tensor:
+    """Recursive doubling: in round k every rank swaps its whole tensor with rank XOR 2^k.
+
+    After log2 N rounds every rank holds the sum (half the rounds of reduce-then-broadcast).
+    When N is not a power of two, the ranks beyond the largest power of two p first hand
+    their tensor to rank - p, sit out the exchanges, and get the result back at the end.
+    """
+    flat, rank, world, log = _start(t, trace)
+    if world == 1 or flat.numel() == 0:
+        return t
+    n = flat.numel()
+    p = 1 << (world.bit_length() - 1)
+    extra = world - p
+    incoming = torch.empty_like(flat) if rank < p else None
+    if extra:
+        log.next_round(f"fold in: ranks {p}..{world - 1} hand their tensor to rank - {p}")
+        if rank >= p:
+            dist.send(flat, rank - p)
+            log.sent(rank - p, 0, n)
+        elif rank < extra:
+            dist.recv(incoming, rank + p)
+            flat.add_(incoming)
+            log.received(rank + p, 0, n)
+        log.done(flat)
+    distance = 1
+    while distance < p:
+        log.next_round(f"exchange with the rank {distance} away (rank XOR {distance})")
+        if rank < p:
+            partner = rank ^ distance
+            _wait([dist.isend(flat, partner), dist.irecv(incoming, partner)])
+            flat.add_(incoming)
+            log.sent(partner, 0, n)
+            log.received(partner, 0, n)
+        log.done(flat)
+        distance *= 2
+    if extra:
+        log.next_round(f"hand back: ranks 0..{extra - 1} send the sum to rank + {p}")
+        if rank >= p:
+            dist.recv(flat, rank - p)
+            log.received(rank - p, 0, n)
+        elif rank < extra:
+            dist.send(flat, rank + p)
+            log.sent(rank + p, 0, n)
+        log.done(flat)
+    return _finish(t, flat)
+
+
+def ring_allreduce(t: torch.Tensor, trace: Trace | None = None) -> torch.Tensor:
+    """Sum `t` over all ranks in place, as NCCL and gloo do for large messages.
+
+    The tensor is cut into N chunks. Every rank sends one chunk to its right neighbour and
+    receives one from its left: N-1 steps of reduce-scatter (add what arrives), after which
+    rank r holds the full sum of chunk r+1, then N-1 steps of all-gather (copy what
+    arrives). Each rank moves 2(N-1)/N of the tensor whatever N is.
+    """
+    flat, rank, world, log = _start(t, trace)
+    if world == 1 or flat.numel() == 0:
+        return t
+    bounds = chunk_bounds(flat.numel(), world)
+    right, left = (rank + 1) % world, (rank - 1) % world
+    incoming = torch.empty(max(b - a for a, b in bounds), dtype=flat.dtype, device=flat.device)
+    for step in range(world - 1):
+        log.next_round(f"reduce-scatter step {step + 1}: send right, add what comes from the left")
+        send, recv = bounds[(rank - step) % world], bounds[(rank - step - 1) % world]
+        _ring_step(flat, send, recv, right, left, incoming, log, add=True)
+    for step in range(world - 1):
+        log.next_round(f"all-gather step {step + 1}: pass the finished chunks round")
+        send, recv = bounds[(rank + 1 - step) % world], bounds[(rank - step) % world]
+        _ring_step(flat, send, recv, right, left, incoming, log, add=False)
+    return _finish(t, flat)
+
+
+def _ring_step(flat, send, recv, right, left, incoming, log, add: bool) -> None:
+    """One isend/irecv pair; received chunks land in a preallocated buffer or in place."""
+    (s0, s1), (r0, r1) = send, recv
+    requests = []
+    if s1 > s0:
+        requests.append(dist.isend(flat[s0:s1], right))
+        log.sent(right, s0, s1)
+    if r1 > r0:
+        target = incoming[: r1 - r0] if add else flat[r0:r1]
+        requests.append(dist.irecv(target, left))
+        log.received(left, r0, r1)
+    _wait(requests)
+    if add and r1 > r0:
+        flat[r0:r1].add_(incoming[: r1 - r0])
+    log.done(flat)
+
+
+ALGORITHMS = {
+    "parameter_server": parameter_server_allreduce,
+    "tree": tree_allreduce,
+    "butterfly": butterfly_allreduce,
+    "ring": ring_allreduce,
+}

@@ -1,0 +1,182 @@
+"""Notebook 05's checkers accept the reference ring and tree and explain each classic mistake."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from course_utils.exercises.allreduce import check_ring, check_tree
+
+SOLUTION = Path(__file__).resolve().parent.parent / "notebooks/solutions/05_allreduce.py"
+TIMEOUT = 3.0
+
+
+def _solution():
+    spec = importlib.util.spec_from_file_location("solution_05", SOLUTION)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _line(capsys) -> str:
+    return capsys.readouterr().out.strip().splitlines()[-1]
+
+
+def test_reference_ring_and_tree_pass(capsys):
+    assert check_ring(_solution().ring_allreduce, timeout=TIMEOUT)
+    assert _line(capsys).startswith("✓ your ring")
+    assert check_tree(_solution().tree_allreduce, timeout=TIMEOUT)
+    assert _line(capsys).startswith("✓ your tree")
+
+
+def unsolved(t):
+    raise NotImplementedError
+
+
+def returns_nothing(t):
+    pass
+
+
+def test_unsolved_says_so(capsys):
+    for fn in (unsolved, returns_nothing, None):
+        assert not check_ring(fn, timeout=TIMEOUT)
+        assert _line(capsys) == "✗ not solved yet"
+    assert not check_tree(unsolved, timeout=TIMEOUT)
+    assert _line(capsys) == "✗ not solved yet"
+
+
+def whole_tensor_ring(t):
+    """Right sums, but each step passes the whole tensor: (N-1) n bytes per rank."""
+    rank, n = dist.get_rank(), dist.get_world_size()
+    passing, incoming = t.clone(), torch.empty_like(t)
+    for _ in range(n - 1):
+        for request in [dist.isend(passing, (rank + 1) % n), dist.irecv(incoming, (rank - 1) % n)]:
+            request.wait()
+        t += incoming
+        passing = incoming.clone()
+    return t
+
+
+def test_ring_that_passes_the_whole_tensor_is_caught(capsys):
+    assert not check_ring(whole_tensor_ring, timeout=TIMEOUT)
+    line = _line(capsys)
+    assert "sums are right" in line and "one chunk" in line
+
+
+def wrong_chunk_ring(t):
+    """The reduce-scatter receives into chunk (r - s) instead of (r - s - 1)."""
+    rank, n = dist.get_rank(), dist.get_world_size()
+    flat = t.view(-1)
+    bounds = [(i * flat.numel() // n, (i + 1) * flat.numel() // n) for i in range(n)]
+    for step in range(n - 1):
+        (s0, s1), (r0, r1) = bounds[(rank - step) % n], bounds[(rank - step) % n]
+        incoming = torch.empty(r1 - r0, dtype=flat.dtype)
+        for request in [
+            dist.isend(flat[s0:s1], (rank + 1) % n),
+            dist.irecv(incoming, (rank - 1) % n),
+        ]:
+            request.wait()
+        flat[r0:r1] += incoming
+    for step in range(n - 1):
+        (s0, s1), (r0, r1) = bounds[(rank + 1 - step) % n], bounds[(rank - step) % n]
+        for request in [
+            dist.isend(flat[s0:s1], (rank + 1) % n),
+            dist.irecv(flat[r0:r1], (rank - 1) % n),
+        ]:
+            request.wait()
+    return t
+
+
+def test_ring_with_wrong_chunk_indices_is_caught(capsys):
+    assert not check_ring(wrong_chunk_ring, timeout=TIMEOUT)
+    assert "Check the chunk indices" in _line(capsys)
+    assert not check_ring(wrong_gather_ring, timeout=TIMEOUT)
+    line = _line(capsys)
+    assert "no rank holds the right sum" in line and "Check the chunk indices" in line
+
+
+def wrong_gather_ring(t):
+    """Right reduce-scatter; the all-gather sends chunk (r - s) instead of (r + 1 - s)."""
+    rank, n = dist.get_rank(), dist.get_world_size()
+    flat = t.view(-1)
+    size = flat.numel() // n
+    chunk = [slice(i * size, (i + 1) * size) for i in range(n)]
+    if flat.numel() % n:  # even chunks only, so the sizes always match
+        flat[:] = 0
+        return t
+    for step in range(n - 1):
+        incoming = torch.empty(size, dtype=flat.dtype)
+        send, recv = chunk[(rank - step) % n], chunk[(rank - step - 1) % n]
+        for request in [
+            dist.isend(flat[send], (rank + 1) % n),
+            dist.irecv(incoming, (rank - 1) % n),
+        ]:
+            request.wait()
+        flat[recv] += incoming
+    for step in range(n - 1):
+        send, recv = chunk[(rank - step) % n], chunk[(rank - step) % n]
+        for request in [
+            dist.isend(flat[send].clone(), (rank + 1) % n),
+            dist.irecv(flat[recv], (rank - 1) % n),
+        ]:
+            request.wait()
+    return t
+
+
+def receive_first_ring(t):
+    rank, n = dist.get_rank(), dist.get_world_size()
+    incoming = torch.empty_like(t)
+    dist.recv(incoming, (rank - 1) % n)
+    dist.send(t, (rank + 1) % n)
+    return t + incoming
+
+
+def test_deadlocking_ring_is_stopped_and_explained(capsys):
+    assert not check_ring(receive_first_ring, timeout=TIMEOUT)
+    line = _line(capsys)
+    assert "deadlocked" in line and "isend" in line and "even ranks send first" in line
+
+
+def built_in_shortcut(t):
+    dist.all_reduce(t)
+    return t
+
+
+def test_calling_all_reduce_is_caught(capsys):
+    assert not check_ring(built_in_shortcut, timeout=TIMEOUT)
+    assert "calls dist.all_reduce" in _line(capsys)
+
+
+def tree_without_broadcast(t):
+    """Reduces to rank 0 correctly but never sends the total back."""
+    rank, n = dist.get_rank(), dist.get_world_size()
+    distance = 1
+    while distance < n:
+        if rank % (2 * distance) == distance:
+            dist.send(t, rank - distance)
+        elif rank % (2 * distance) == 0 and rank + distance < n:
+            incoming = torch.empty_like(t)
+            dist.recv(incoming, rank + distance)
+            t += incoming
+        distance *= 2
+    return t
+
+
+def test_tree_that_forgets_the_broadcast_is_caught(capsys):
+    assert not check_tree(tree_without_broadcast, timeout=TIMEOUT)
+    line = _line(capsys)
+    assert "only rank 0 holds the right sum" in line and "broadcast" in line
+
+
+def raises_on_rank_2(t):
+    if dist.get_rank() == 2:
+        raise ValueError("boom")
+    return t
+
+
+def test_a_rank_that_raises_is_named(capsys):
+    assert not check_ring(raises_on_rank_2, timeout=TIMEOUT)
+    assert "failed on rank 2: ValueError" in _line(capsys)
