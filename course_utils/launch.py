@@ -53,7 +53,9 @@ _SECONDARY_MARKERS = (
 
 
 @dataclass
-class _Failure:
+class RankFailure:
+    """How one rank failed; in the results of `launch(..., allow_failures=True)`."""
+
     rank: int
     when: float
     kind: str  # "raised" | "died"
@@ -83,8 +85,14 @@ def launch(
     args: tuple = (),
     kwargs: dict | None = None,
     start_method: str | None = None,
+    allow_failures: bool = False,
 ) -> list:
     """Run `fn(*args, **kwargs)` on `world_size` ranks and return their results in rank order.
+
+    By default the first failure stops every rank and raises `LaunchError`. With
+    `allow_failures=True` the other ranks go on (a training that must survive a dead
+    worker), each failed rank's entry in the results is a `RankFailure`, and a line says
+    which ranks failed; only if every rank fails does the call raise.
 
     Inside `fn`, `torch.distributed` is initialised: `dist.get_rank()`, collectives and
     point-to-point operations work as under torchrun. Tensors in the results come back
@@ -105,6 +113,7 @@ def launch(
         payload=payload,
         parent_pid=os.getpid(),
         name=getattr(fn, "__name__", type(fn).__name__),
+        allow_failures=allow_failures,
     )
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
@@ -208,6 +217,7 @@ class _Spec:
     payload: bytes
     parent_pid: int
     name: str
+    allow_failures: bool = False
 
 
 def _start_rank(ctx, spec: _Spec, r: int) -> _Rank:
@@ -320,7 +330,7 @@ def _is_secondary(exc: BaseException, message: str) -> bool:
 
 def _supervise(ranks: list[_Rank], spec: _Spec) -> list:
     deadline = time.monotonic() + spec.timeout
-    failures: dict[int, _Failure] = {}
+    failures: dict[int, RankFailure] = {}
     decide_at = None
     while not all(rk.done for rk in ranks):
         now = time.monotonic()
@@ -330,12 +340,19 @@ def _supervise(ranks: list[_Rank], spec: _Spec) -> list:
             _raise_timeout(ranks, spec)
         limit = min(deadline, decide_at or deadline) - now
         _pump(ranks, failures, timeout=max(0.0, limit))
-        if failures and decide_at is None:
+        if failures and decide_at is None and not spec.allow_failures:
             decide_at = time.monotonic() + _GRACE
-    if failures:
+    if failures and (not spec.allow_failures or len(failures) == len(ranks)):
         _raise_failure(failures, ranks, spec)
     _drain(ranks, until=time.monotonic() + 2.0)
-    return [rk.result for rk in ranks]
+    for failure in sorted(failures.values(), key=lambda f: f.rank):
+        how = f"raised {failure.exc_type}" if failure.kind == "raised" else failure.message
+        print(
+            f"[launch] rank {failure.rank} of {spec.world_size} {how}; the other ranks went on "
+            "(allow_failures=True).",
+            file=sys.stderr,
+        )
+    return [failures.get(rk.rank) or rk.result for rk in ranks]
 
 
 def _pump(ranks: list[_Rank], failures: dict, timeout: float) -> None:
@@ -378,7 +395,7 @@ def _receive(rk: _Rank, failures: dict) -> None:
             original = pickle.loads(body["original"])
         except Exception:
             original = None
-    failures[rk.rank] = _Failure(
+    failures[rk.rank] = RankFailure(
         rank=rk.rank,
         when=body["when"],
         kind="raised",
@@ -398,7 +415,7 @@ def _record_death(rk: _Rank, failures: dict) -> None:
         how = f"was killed by {signal.Signals(-code).name}"
     else:
         how = f"exited with code {code}"
-    failures[rk.rank] = _Failure(
+    failures[rk.rank] = RankFailure(
         rank=rk.rank,
         when=time.monotonic(),
         kind="died",

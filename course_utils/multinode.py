@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from .errors import LaunchError
+from .rank import THREADS_VAR, threads_per_rank
 from .worker import RESULTS_PREFIX
 
 
@@ -83,7 +84,7 @@ def run_local_nodes(
     """
     port = free_port()
     env = {**os.environ, "GLOO_SOCKET_IFNAME": os.environ.get("GLOO_SOCKET_IFNAME", _lo())}
-    env["OMP_NUM_THREADS"] = "1"
+    env[THREADS_VAR] = str(threads_per_rank(nnodes * nproc_per_node))  # all "nodes" share cores
     logs = [
         Path(tempfile.mkstemp(prefix=f"course-node{n}-", suffix=".log")[1]) for n in range(nnodes)
     ]

@@ -32,8 +32,17 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
+THREADS_VAR = "COURSE_THREADS_PER_RANK"
+
+
 def threads_per_rank(ranks_on_this_machine: int) -> int:
-    """Share the cores so that N ranks on a laptop do not oversubscribe it."""
+    """Share the cores so that N ranks on a laptop do not oversubscribe it.
+
+    `COURSE_THREADS_PER_RANK` overrides it, for ranks that cannot see their neighbours
+    (several torchrun agents rehearsing a multi-node job on one machine).
+    """
+    if os.environ.get(THREADS_VAR, "").isdigit():
+        return max(1, int(os.environ[THREADS_VAR]))
     return max(1, usable_cores() // max(1, ranks_on_this_machine))
 
 

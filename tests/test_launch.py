@@ -349,3 +349,26 @@ def test_two_launches_at_once_do_not_collide(tmp_path):
     outs = [p.communicate(timeout=120)[0] for p in procs]
     assert all(p.returncode == 0 for p in procs)
     assert all(out.strip().splitlines()[-1] == "[6, 6, 6]" for out in outs)
+
+
+def test_allow_failures_lets_the_others_finish_and_reports_the_dead(capfd):
+    def rank_1_dies_others_work():
+        if dist.get_rank() == 1:
+            os.kill(os.getpid(), signal.SIGKILL)
+        time.sleep(0.5)  # the others keep working after rank 1 is gone
+        return dist.get_rank() * 100
+
+    results = launch(rank_1_dies_others_work, 3, timeout=30, allow_failures=True)
+    assert results[0] == 0 and results[2] == 200
+    failure = results[1]
+    assert failure.rank == 1 and failure.kind == "died" and "SIGKILL" in failure.message
+    assert "rank 1 of 3 was killed by SIGKILL" in capfd.readouterr().err
+    assert live_children() == []
+
+
+def test_allow_failures_still_raises_when_every_rank_fails():
+    def everyone_fails():
+        raise RuntimeError(f"rank {dist.get_rank()} gives up")
+
+    with pytest.raises(LaunchError, match="raised RuntimeError"):
+        launch(everyone_fails, 2, timeout=30, allow_failures=True)
