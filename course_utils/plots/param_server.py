@@ -1,0 +1,5 @@
+"""Charts for the parameter-server notebook."""
+
+from __future__ import annotations
+
+__all__: list[str] = []
