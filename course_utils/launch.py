@@ -96,7 +96,9 @@ def launch(
 
     Inside `fn`, `torch.distributed` is initialised: `dist.get_rank()`, collectives and
     point-to-point operations work as under torchrun. Tensors in the results come back
-    on the CPU. `start_method` is chosen for you (fork, or spawn once CUDA is in use).
+    on the CPU. `start_method` is chosen for you: fork (fast; each rank computes on one
+    thread, see `rank.threads_for`), or spawn once CUDA is in use (each rank gets its
+    share of the cores).
     """
     kwargs = {} if kwargs is None else kwargs
     _check_arguments(fn, world_size, timeout, args, kwargs)
@@ -114,6 +116,7 @@ def launch(
         parent_pid=os.getpid(),
         name=getattr(fn, "__name__", type(fn).__name__),
         allow_failures=allow_failures,
+        threads=rank_setup.threads_for(world_size, method),
     )
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
@@ -130,10 +133,27 @@ def launch(
 
 
 def live_children() -> list[int]:
-    """PIDs of processes this one started that are still alive (should be [] after a launch)."""
+    """PIDs of processes this one started that are still alive (should be [] after a launch).
+
+    multiprocessing's own helper (the resource tracker that spawn starts once per process,
+    and which exits with it) is not counted.
+    """
     import psutil
 
-    return [p.pid for p in psutil.Process().children(recursive=True) if p.is_running()]
+    alive = []
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if p.status() == psutil.STATUS_ZOMBIE or _is_multiprocessing_helper(p.cmdline()):
+                continue
+        except psutil.NoSuchProcess:
+            continue
+        alive.append(p.pid)
+    return alive
+
+
+def _is_multiprocessing_helper(cmdline: list[str]) -> bool:
+    text = " ".join(cmdline)
+    return "multiprocessing.resource_tracker" in text or "multiprocessing.forkserver" in text
 
 
 # ---------------------------------------------------------------- before anything starts
@@ -218,6 +238,7 @@ class _Spec:
     parent_pid: int
     name: str
     allow_failures: bool = False
+    threads: int = 1
 
 
 def _start_rank(ctx, spec: _Spec, r: int) -> _Rank:
@@ -254,7 +275,7 @@ def _rank_main(spec: _Spec, r: int, result_conn, out_conn, err_conn) -> None:
         lo = rank_setup.loopback_interface()
         if lo:
             os.environ["GLOO_SOCKET_IFNAME"] = lo
-    rank_setup.prepare(spec.backend, r, spec.world_size)
+    rank_setup.prepare(spec.backend, r, spec.threads)
     try:
         fn, args, kwargs = cloudpickle.loads(spec.payload)
         rank_setup.init_process_group(

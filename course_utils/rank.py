@@ -46,6 +46,17 @@ def threads_per_rank(ranks_on_this_machine: int) -> int:
     return max(1, usable_cores() // max(1, ranks_on_this_machine))
 
 
+def threads_for(ranks_on_this_machine: int, start_method: str) -> int:
+    """Threads for a rank started by `start_method`: its share of the cores, or 1 if forked.
+
+    A child forked after its parent used OpenMP threads hangs the first time it uses more
+    than one itself (GNU OpenMP cannot rebuild its pool after fork), and a notebook kernel
+    has usually trained something before. So forked ranks compute on one thread; spawned
+    ones (start_method='spawn', or torchrun) get their share of the cores.
+    """
+    return 1 if start_method == "fork" else threads_per_rank(ranks_on_this_machine)
+
+
 def resolve_backend(backend: str, ranks_on_this_machine: int) -> str:
     """Turn 'auto' into 'nccl' or 'gloo', refusing a choice that cannot run here.
 
@@ -114,9 +125,8 @@ def set_rank_environment(rank: int, world_size: int, local_rank: int, local_worl
     )
 
 
-def prepare(backend: str, local_rank: int, local_world_size: int) -> torch.device:
+def prepare(backend: str, local_rank: int, threads: int) -> torch.device:
     """Cap threads and pick the device; returns the device this rank should compute on."""
-    threads = threads_per_rank(local_world_size)
     os.environ["OMP_NUM_THREADS"] = str(threads)
     torch.set_num_threads(threads)
     if backend == "nccl":
@@ -148,7 +158,7 @@ def join_from_torchrun(backend: str = "auto", timeout: float = 300.0) -> torch.d
     local_rank = int(os.environ["LOCAL_RANK"])
     local_world = int(os.environ["LOCAL_WORLD_SIZE"])
     backend = resolve_backend(backend, local_world)
-    where = prepare(backend, local_rank, local_world)
+    where = prepare(backend, local_rank, threads_per_rank(local_world))
     init_process_group(backend, timeout, "env://")
     return where
 

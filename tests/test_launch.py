@@ -62,10 +62,23 @@ def test_rank_output_is_prefixed_with_its_rank(capfd):
     assert "[rank 1] to stderr" in err
 
 
-def test_threads_per_rank_share_the_cores():
-    threads = launch(torch.get_num_threads, 4)
-    assert threads == [rank_setup.threads_per_rank(4)] * 4
-    assert launch(torch.get_num_threads, 1) == [rank_setup.usable_cores()]
+def test_forked_ranks_compute_on_one_thread_spawned_ones_share_the_cores():
+    assert launch(torch.get_num_threads, 4) == [1] * 4
+    spawned = launch(torch.get_num_threads, 1, start_method="spawn")
+    assert spawned == [rank_setup.usable_cores()]
+    assert rank_setup.threads_per_rank(4) == max(1, rank_setup.usable_cores() // 4)
+
+
+def test_a_forked_rank_does_not_hang_after_the_parent_used_threads():
+    """GNU OpenMP hangs in a child forked after the parent ran a parallel region."""
+    torch.set_num_threads(2)
+    a = torch.randn(1500, 1500)
+    (a @ a).sum()
+
+    def matmuls():
+        return float((torch.randn(800, 800) @ torch.randn(800, 800)).sum().isfinite())
+
+    assert launch(matmuls, 1, timeout=60) == [1.0]
 
 
 def raise_on_rank_2_then_peers_fail():
