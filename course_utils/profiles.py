@@ -85,6 +85,27 @@ class PipelineSizes:
 
 
 @dataclass(frozen=True)
+class DataParallelSizes:
+    """Notebook 04: DDP's equivalence with one big batch, lr scaling, the cost of communication."""
+
+    hidden: int = 64  # width of the MLP every run trains
+    per_rank_batch: int = 8  # the report's 4 x 8 = 32
+    lr: float = 0.05
+    equivalence_steps: int = 20
+    compare_epochs: int = 4  # the report's DDP run against one process
+    scaling_per_rank_batches: tuple[int, ...] = (2, 8, 32, 128)
+    scaling_base_lr: float = 0.05  # at the smallest effective batch
+    scaling_epochs: int = 3
+    overhead_world_size: int = 2
+    overhead_per_rank_batch: int = 4  # tiny, as in a naive run: a sync every few samples
+    overhead_samples_per_rank: int = 1024
+    accumulate: int = 8
+    split_global_batch: int = 1024  # the lecture's question
+    split_world_sizes: tuple[int, ...] = (1, 2, 4, 8)
+    split_samples_per_rank: int = 4096
+
+
+@dataclass(frozen=True)
 class Profile:
     name: str
     description: str
@@ -96,6 +117,7 @@ class Profile:
     sgd: SgdSizes = field(default_factory=SgdSizes)
     collectives: CollectivesSizes = field(default_factory=CollectivesSizes)
     pipeline: PipelineSizes = field(default_factory=PipelineSizes)
+    ddp: DataParallelSizes = field(default_factory=DataParallelSizes)
 
 
 PROFILES = {

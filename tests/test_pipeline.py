@@ -1,0 +1,153 @@
+"""Pipelines against their serial twin: same loss and gradients under every schedule,
+timelines that keep the schedule's promises, and clear refusals of impossible set-ups."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from course_utils.pipeline import default_model, mlp, run_pipeline, serial_step, split
+from course_utils.schedules import (
+    bubble_formula,
+    check_order,
+    gpipe_order,
+    one_f_one_b_order,
+    simulate,
+)
+
+
+def _batch(n: int, seed: int = 0):
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randn(n, 40, generator=gen), torch.randint(0, 10, (n,), generator=gen)
+
+
+# ------------------------------------------------------------- schedules, on paper
+
+
+@pytest.mark.parametrize("stages, microbatches", [(2, 1), (3, 3), (4, 8), (5, 2)])
+def test_simulated_steps_take_the_textbook_number_of_slots(stages, microbatches):
+    naive = simulate("naive", stages, microbatches)
+    assert naive.makespan() == 2 * stages * microbatches
+    for name in ("gpipe", "1f1b"):
+        timeline = simulate(name, stages, microbatches)
+        assert timeline.makespan() == 2 * (microbatches + stages - 1)
+        assert timeline.bubble_fraction() == pytest.approx(bubble_formula(stages, microbatches))
+
+
+def test_blog_picture_on_paper_is_nine_slots_against_five():
+    assert simulate("naive", 3, 3).span("F") == 9
+    assert simulate("gpipe", 3, 3).span("F") == 5
+
+
+def test_one_f_one_b_holds_at_most_stages_minus_rank_microbatches():
+    assert simulate("gpipe", 4, 8).peak_activations == (8, 8, 8, 8)
+    assert simulate("1f1b", 4, 8).peak_activations == (4, 3, 2, 1)
+    assert simulate("1f1b", 4, 2).peak_activations == (2, 2, 2, 1)
+
+
+def test_a_heavy_stage_sets_the_pace():
+    balanced = simulate("gpipe", 4, 8)
+    heavy = simulate("gpipe", 4, 8, weights=(1, 2, 1, 1))
+    assert heavy.makespan() == 2 * (5 + 7 * 2)
+    assert heavy.makespan() / balanced.makespan() > 5 / 4
+
+
+def test_orders_that_cannot_train_are_refused_with_the_reason():
+    with pytest.raises(ValueError, match="B0 comes before F0"):
+        check_order([("B", 0), ("F", 0)], 1)
+    with pytest.raises(ValueError, match="never runs B1"):
+        check_order([("F", 0), ("F", 1), ("B", 0)], 2)
+    with pytest.raises(ValueError, match="appears twice"):
+        check_order([("F", 0), ("F", 0)], 1)
+    with pytest.raises(ValueError, match="unknown schedule"):
+        simulate("zigzag", 2, 2)
+
+
+def test_mismatched_orders_deadlock_on_paper():
+    orders = [one_f_one_b_order(0, 1, 2), gpipe_order(1, 2, 2)]  # stage 0 alternates too early
+    with pytest.raises(ValueError, match="deadlock"):
+        simulate("gpipe", 2, 2, orders=orders)
+
+
+def test_split_keeps_every_block_in_order():
+    model = mlp([40, 8, 8, 8, 8, 10])
+    parts = split(model, 3)
+    assert [len(p) for p in parts] == [2, 1, 2]
+    flat = [m for p in parts for m in p]
+    assert flat == list(model.children())
+    with pytest.raises(ValueError, match="cannot cut a model of 5 blocks into 6 stages"):
+        split(model, 6)
+
+
+# ------------------------------------------------------------- real pipelines on ranks
+
+
+@pytest.mark.parametrize("schedule", ["naive", "gpipe", "1f1b"])
+@pytest.mark.parametrize("stages", [2, 3])
+def test_pipeline_gradients_equal_the_unsplit_model(schedule, stages):
+    model = mlp([40, 16, 16, 16, 10], seed=1)
+    x, y = _batch(24)
+    loss, grads = serial_step(model, x, y)
+    run = run_pipeline(schedule, stages=stages, microbatches=4, model=model, x=x, y=y)
+    assert run.loss == pytest.approx(loss, abs=1e-6)
+    assert len(run.grads) == len(grads)
+    for mine, twin in zip(run.grads, grads, strict=True):
+        assert torch.allclose(mine, twin, atol=1e-6)
+
+
+def test_measured_activations_held_follow_the_schedule():
+    gpipe = run_pipeline("gpipe", stages=4, microbatches=6).timeline
+    f1b = run_pipeline("1f1b", stages=4, microbatches=6).timeline
+    assert gpipe.peak_activations == (6, 6, 6, 6)
+    assert f1b.peak_activations == (4, 3, 2, 1)
+
+
+def test_slotted_timeline_matches_the_simulation():
+    """Loose margins: the ops are sleeps, but two cores are shared with other work."""
+    timeline = run_pipeline("gpipe", stages=3, microbatches=3, slot=0.03).timeline
+    assert 10 <= timeline.in_slots(timeline.makespan()) < 13
+    assert 5 <= timeline.in_slots(timeline.span("F")) < 6.5
+    assert all(e.end - e.start >= 0.03 for e in timeline.compute())
+
+
+def test_impossible_setups_are_refused_before_launching():
+    with pytest.raises(ValueError, match="multiple of 4"):
+        run_pipeline(stages=2, microbatches=4, x=_batch(10)[0], y=_batch(10)[1])
+    with pytest.raises(ValueError, match="into 3 stages"):
+        run_pipeline(stages=3, microbatches=2, model=default_model(2))
+    with pytest.raises(ValueError, match="stage_cost has 1 entries for 2 stages"):
+        run_pipeline(stages=2, microbatches=2, stage_cost=(1.0,))
+
+
+# ------------------------------------------------------------- charts and benchmark
+
+
+def test_charts_take_plain_timelines_and_return_figures():
+    from matplotlib.figure import Figure
+
+    from course_utils import plots
+
+    timelines = {"GPipe": simulate("gpipe", 3, 4), "1F1B": simulate("1f1b", 3, 4)}
+    rows = [{"microbatches": m, "measured": bubble_formula(3, m)} for m in (1, 2, 4)]
+    figures = [
+        plots.pipeline_timeline(timelines, title="t", note="simulated"),
+        plots.bubble_vs_microbatches(rows, 3),
+        plots.activations_held({k: t.peak_activations for k, t in timelines.items()}, 4),
+        plots.layer_traffic({"every_layer": {"forward": [1, 2], "backward": [0, 2]}}),
+    ]
+    assert all(isinstance(f, Figure) for f in figures)
+
+
+def test_bench_reports_measured_and_predicted_bubble_per_m():
+    import argparse
+
+    from course_utils.bench import pipeline as bench
+
+    parser = argparse.ArgumentParser()
+    bench.add_arguments(parser)
+    args = parser.parse_args(["--stages", "2", "--microbatches", "1,4", "--slot", "0.02"])
+    args.repeats = 1
+    result = bench.run(args)
+    assert [r["microbatches"] for r in result["rows"]] == [1, 4]
+    assert [r["predicted"] for r in result["rows"]] == [0.5, 0.2]
+    assert all(0 < r["measured"] < 1 for r in result["rows"])
