@@ -105,6 +105,8 @@ def launch(
     backend = rank_setup.resolve_backend(backend, world_size)
     payload = _pickle_payload(fn, args, kwargs)
     method = start_method or _default_start_method(backend)
+    if method == "fork":
+        _warm_up_lazy_imports()
     ctx = mp.get_context(method)
     workdir = tempfile.mkdtemp(prefix="course-launch-")
     spec = _Spec(
@@ -194,6 +196,21 @@ def _unpicklable_part(fn, args, kwargs) -> str:
         except Exception:
             return label
     return "an argument"
+
+
+_warmed_up = False
+
+
+def _warm_up_lazy_imports() -> None:
+    """Import once here what the first optimizer pulls in (torch._dynamo, sympy: ~1-3 s).
+
+    Forked ranks inherit this process's modules; without it every rank of every launch
+    would import them again, on cores it shares with the other ranks.
+    """
+    global _warmed_up
+    if not _warmed_up:
+        torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)
+        _warmed_up = True
 
 
 def _default_start_method(backend: str) -> str:
