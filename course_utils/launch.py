@@ -124,7 +124,7 @@ def launch(
         stream.flush()
     ranks: list[_Rank] = []
     try:
-        with _main_module_hidden(method):
+        with main_module_hidden(method):
             for r in range(world_size):
                 ranks.append(_start_rank(ctx, spec, r))
         return _supervise(ranks, spec)
@@ -221,7 +221,7 @@ def _default_start_method(backend: str) -> str:
 
 
 @contextlib.contextmanager
-def _main_module_hidden(method: str):
+def main_module_hidden(method: str):
     """Keep spawn from re-running the caller's script in every rank.
 
     The function travels by value, so a spawned rank never needs `__main__`; without this a

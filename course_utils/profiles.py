@@ -32,6 +32,8 @@ class SgdSizes:
     val_fraction: float = 0.2
     threads: int | None = 1  # torch threads per training process; None leaves torch's choice
     sweep_jobs: int = 2
+    sweep_seeds: tuple[int, ...] = (0,)  # each batch size trained once per seed
+    timing_attempts: int = 2  # on a busy machine, time both searches again, keep the best
     # full-batch GD, batch-1 SGD and mini-batch SGD on the same samples at one lr
     compare_samples: int | None = None  # training samples they share; None: the whole split
     compare_lr: float = 0.05
@@ -106,6 +108,33 @@ class DataParallelSizes:
 
 
 @dataclass(frozen=True)
+class ParamServerSizes:
+    """Notebook 07: parameter servers, asynchronous SGD, parameter averaging, a lost worker."""
+
+    dataset: str = "mnist1d"  # the servers run on CPU over gloo in every profile
+    model: str = "mlp"
+    hidden: int = 64
+    workers: int = 3
+    batch_size: int = 32
+    gradients: int = 300  # gradients computed per run (async: updates; sync: / workers)
+    lr: float = 0.3
+    lr_grid: tuple[float, ...] = (0.1, 0.3, 1.0, 2.0)
+    straggler_delay: float = 0.03  # extra seconds per gradient on the last worker
+    worker_timeout: float = 2.0  # seconds of silence before a server gives a worker up
+    snapshot_every: int = 10  # updates between kept copies of the parameters
+    eval_samples: int = 2000  # test samples each kept copy is evaluated on
+    compare_updates: int = 100  # synchronous server against allreduce and one process
+    traffic_workers: tuple[int, ...] = (2, 3, 4)
+    traffic_updates: int = 5
+    kill_worker: int = 2
+    kill_after: int = 30  # gradients the doomed worker pushes before it is killed
+    averaging_steps: int = 400  # local steps per worker
+    averaging_lr: float = 0.3
+    average_every: tuple[int, ...] = (1, 8, 32)
+    timeout: float = 60.0  # one launch
+
+
+@dataclass(frozen=True)
 class Profile:
     name: str
     description: str
@@ -117,6 +146,7 @@ class Profile:
     sgd: SgdSizes = field(default_factory=SgdSizes)
     collectives: CollectivesSizes = field(default_factory=CollectivesSizes)
     pipeline: PipelineSizes = field(default_factory=PipelineSizes)
+    param_server: ParamServerSizes = field(default_factory=ParamServerSizes)
     ddp: DataParallelSizes = field(default_factory=DataParallelSizes)
 
 
@@ -137,6 +167,7 @@ PROFILES = {
             hidden=128,
             threads=1,
             sweep_jobs=2,
+            sweep_seeds=(0, 1),
             compare_lr=0.05,
             gd_steps=200,
             sgd_steps=3000,
@@ -181,6 +212,16 @@ PROFILES = {
             tp_ranks=2,
             tp_widths=(40, 1024, 1024, 1024, 10),
             tp_batch=128,
+        ),
+        param_server=ParamServerSizes(
+            hidden=256,
+            gradients=3000,
+            compare_updates=500,
+            averaging_steps=3000,
+            average_every=(1, 8, 32, 128),
+            eval_samples=4000,
+            snapshot_every=50,
+            timeout=600.0,
         ),
     ),
 }
