@@ -89,6 +89,7 @@ def run_local_nodes(
         Path(tempfile.mkstemp(prefix=f"course-node{n}-", suffix=".log")[1]) for n in range(nnodes)
     ]
     agents = []
+    own_exit: dict[int, int] = {}  # exit codes of agents that ended by themselves
     try:
         for n in range(nnodes):
             cmd = torchrun_command(
@@ -118,20 +119,22 @@ def run_local_nodes(
                 break  # one node failed: the others would wait for it until the timeout
             time.sleep(0.1)
     finally:
+        own_exit = {n: a.poll() for n, a in enumerate(agents) if a.poll() is not None}
         for agent in agents:
             _kill_group(agent)
         texts = [log.read_text(errors="replace") for log in logs]
         for log in logs:
             log.unlink(missing_ok=True)
-        if echo:
+        failed = sorted(n for n, code in own_exit.items() if code != 0)
+        failed = failed or [n for n, a in enumerate(agents) if a.returncode != 0]
+        if echo or failed or len(agents) < nnodes:  # a failure always shows its logs
             for n, text in enumerate(texts):
                 for line in text.splitlines():
                     print(f"[node {n}] {line}")
-    failed = [n for n, a in enumerate(agents) if a.returncode != 0]
     if failed:
         raise LaunchError(
             f"node {failed[0]} of the {nnodes}-node torchrun job exited with code "
-            f"{agents[failed[0]].returncode}; its log is printed above.",
+            f"{own_exit.get(failed[0], agents[failed[0]].returncode)}; the logs are printed above.",
             rank=None,
         )
     for text in texts:

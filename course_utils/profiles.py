@@ -95,7 +95,8 @@ class DataParallelSizes:
     lr: float = 0.05
     equivalence_steps: int = 20
     compare_epochs: int = 4  # the report's DDP run against one process
-    scaling_per_rank_batches: tuple[int, ...] = (2, 8, 32, 128)
+    scaling_world_size: int = 2  # ranks of the lr-scaling runs (effective batch = ranks x b)
+    scaling_per_rank_batches: tuple[int, ...] = (4, 16, 64, 256)
     scaling_base_lr: float = 0.05  # at the smallest effective batch
     scaling_epochs: int = 3
     overhead_world_size: int = 2
@@ -222,6 +223,17 @@ PROFILES = {
             eval_samples=4000,
             snapshot_every=50,
             timeout=600.0,
+        ),
+        ddp=DataParallelSizes(
+            hidden=None,
+            per_rank_batch=8,
+            lr=0.01,
+            compare_epochs=10,
+            scaling_world_size=4,
+            scaling_per_rank_batches=(2, 8, 32, 128),
+            scaling_base_lr=0.001,
+            scaling_epochs=10,
+            overhead_world_size=4,
         ),
     ),
 }

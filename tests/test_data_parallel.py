@@ -1,0 +1,107 @@
+"""N ranks averaging gradients equal one process with the N-times batch, and timings add up."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.utils.data import DistributedSampler, TensorDataset
+
+from course_utils import data_parallel as dp
+from course_utils import ddp_runs, ddp_timing
+from course_utils.multinode import run_local_nodes
+
+
+@pytest.mark.parametrize("world_size, b", [(2, 3), (4, 8), (3, 5)])
+def test_twin_batches_are_the_union_of_the_ranks_batches(world_size, b):
+    n = 101
+    ds = TensorDataset(torch.arange(n), torch.arange(n))
+    twin = [batch[0].tolist() for batch in dp.twin_loader(ds, world_size, b, seed=7)]
+    shards = [
+        list(DistributedSampler(ds, world_size, r, shuffle=True, seed=7, drop_last=True))
+        for r in range(world_size)
+    ]
+    per_rank = [[s[k * b : (k + 1) * b] for k in range(len(s) // b)] for s in shards]
+    expected = [sum((per_rank[r][k] for r in range(world_size)), []) for k in range(len(twin))]
+    assert twin == expected
+    assert len(twin) == len(shards[0]) // b
+
+
+@pytest.mark.parametrize("mode", ["ddp", "by_hand"])
+def test_ranks_end_where_the_one_process_twin_ends(mode):
+    result = dp.equivalence(3, mode, dp.Setup(per_rank_batch=4, steps=8, hidden=16))
+    assert result.max_abs_diff <= 1e-5
+    assert result.ranks_identical
+    assert result.mean_rank_losses == pytest.approx(result.single_losses, abs=1e-5)
+
+
+def test_bad_mode_and_bad_scaling_are_refused():
+    with pytest.raises(ValueError, match="mode must be"):
+        dp.replica_run(dp.Setup(), "carrier pigeon")
+    with pytest.raises(ValueError, match="batch sizes at least 1"):
+        dp.scaled_lr(0.1, 0, 8)
+    assert dp.scaled_lr(0.01, 8, 32) == pytest.approx(0.04)
+
+
+def test_timings_count_syncs_buckets_and_communication():
+    setup = dp.Setup(hidden=16)
+    variants = [
+        ddp_timing.Variant("naive", 4),
+        ddp_timing.Variant("accumulate", 4, accumulate=4),
+        ddp_timing.Variant("tiny buckets", 4, bucket_cap_mb=0.0001),
+    ]
+    naive, accumulate, tiny = ddp_timing.measure(variants, 2, 128, setup)
+    assert naive.samples == 128 and naive.syncs == 32
+    assert accumulate.syncs == 8
+    assert naive.buckets == 1 and tiny.buckets > 1
+    assert naive.communication > 0 and naive.compute > 0
+    single = ddp_timing.measure_single(8, 256, setup)
+    assert single.communication == 0 and single.syncs == 32
+
+
+def test_allreduces_start_while_earlier_layers_still_backpropagate():
+    timeline = ddp_timing.overlap_timeline(layers=4, width=128, batch=64, bucket_cap_mb=0.05)
+    first_layer_ready = dict(timeline["layers"])["layer 1"]
+    first_allreduce = timeline["allreduces"][0][0]
+    assert len(timeline["allreduces"]) > 1
+    assert first_allreduce < first_layer_ready
+
+
+def test_ddp_behaves_like_one_process_at_the_effective_batch():
+    setup = dp.Setup(hidden=16, per_rank_batch=8, lr=0.05, num_samples=2000)
+    cmp = ddp_runs.compare_with_single(2, setup, epochs=2)
+    assert len(cmp.ddp.epoch_val_loss) == 2
+    assert cmp.gap_to_effective < cmp.gap_to_per_rank
+
+
+def test_lr_scaling_rows_cover_fixed_and_scaled_at_every_batch():
+    setup = dp.Setup(hidden=16, num_samples=1000)
+    rows = ddp_runs.lr_scaling(2, (8, 32), setup, base_lr=0.05, epochs=1)
+    seen = {(r.effective_batch, r.scaled): r.lr for r in rows}
+    assert seen == {(16, False): 0.05, (16, True): 0.05, (64, False): 0.05, (64, True): 0.2}
+    assert all(0 <= r.test_acc <= 1 for r in rows)
+
+
+def test_splitting_a_global_batch_reports_compute_and_communication():
+    rows = ddp_runs.split_global_batch(64, (1, 2), dp.Setup(hidden=16), samples_per_rank=256)
+    assert [(r.world_size, r.per_rank_batch) for r in rows] == [(1, 64), (2, 32)]
+    assert all(r.compute_per_step > 0 and r.communication_per_step > 0 for r in rows)
+
+
+def test_ddp_training_script_runs_as_a_two_node_torchrun_job():
+    reports = run_local_nodes(
+        None,
+        nnodes=2,
+        module="course_utils.ddp_train",
+        module_args=["--epochs", "1", "--per-rank-batch", "64"],
+        echo=False,
+    )
+    assert [r["rank"] for r in reports] == [0, 1]
+    assert all(r["world_size"] == 2 and r["effective_batch"] == 128 for r in reports)
+    assert reports[0]["test_acc"] == reports[1]["test_acc"]  # one synchronized model
+    assert reports[0]["steps"] == reports[1]["steps"] > 0
+
+
+def test_data_parallel_needs_two_gpus():
+    if torch.cuda.device_count() >= 2:
+        pytest.skip("this machine has GPUs")
+    assert ddp_timing.data_parallel_vs_one_device() is None
