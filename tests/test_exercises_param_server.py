@@ -1,0 +1,76 @@
+"""Notebook 07's checkers accept the reference solutions and explain each classic mistake."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from course_utils.exercises.param_server import check_server_bytes, check_staleness
+
+SOLUTION = Path(__file__).resolve().parent.parent / "notebooks/solutions/07_param_server.py"
+
+
+def _solution():
+    spec = importlib.util.spec_from_file_location("solution_07", SOLUTION)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _line(capsys) -> str:
+    return capsys.readouterr().out.strip().splitlines()[-1]
+
+
+def test_reference_solutions_pass(capsys):
+    assert check_server_bytes(_solution().server_bytes)
+    assert _line(capsys).startswith("✓ server_bytes")
+    assert check_staleness(_solution().staleness)
+    assert _line(capsys).startswith("✓ staleness")
+
+
+def unsolved(*args):
+    raise NotImplementedError
+
+
+def returns_nothing(*args):
+    pass
+
+
+@pytest.mark.parametrize("checker", [check_server_bytes, check_staleness])
+@pytest.mark.parametrize("learner", [unsolved, returns_nothing])
+def test_unsolved_says_so(capsys, checker, learner):
+    assert not checker(learner)
+    assert _line(capsys) == "✗ not solved yet"
+
+
+def test_one_direction_only_is_caught(capsys):
+    assert not check_server_bytes(lambda workers, numel, itemsize: workers * numel * itemsize)
+    assert "one direction" in _line(capsys)
+
+
+def test_forgetting_the_workers_is_caught(capsys):
+    assert not check_server_bytes(lambda workers, numel, itemsize: 2 * numel * itemsize)
+    assert "count every message" in _line(capsys)
+
+
+def test_counting_the_own_update_is_caught(capsys):
+    def off_by_one(events):
+        return [s + 1 for s in _solution().staleness(events)]
+
+    assert not check_staleness(off_by_one)
+    assert "off by one" in _line(capsys)
+
+
+def test_global_count_instead_of_last_pull_is_caught(capsys):
+    def since_start(events):
+        return list(range(sum(1 for kind, _ in events if kind == "push")))
+
+    assert not check_staleness(since_start)
+    assert "last* pull" in _line(capsys)
+
+
+def test_a_crashing_solution_is_reported(capsys):
+    assert not check_staleness(lambda events: 1 / 0)
+    assert "ZeroDivisionError" in _line(capsys)
