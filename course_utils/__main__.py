@@ -128,11 +128,25 @@ def run_notebooks(args) -> int:
         if not args.json:
             status = "ok" if report.ok else "FAILED"
             print(f"      {report.seconds:.1f} s, {report.verdicts} verdicts, {status}", flush=True)
+    if args.write:
+        _refresh_course_map(reports, args.profile)
     if args.json:
         print(json.dumps([r.as_dict() for r in reports], indent=1))
     else:
         print(notebooks.format_table(reports))
     return 0 if all(r.ok for r in reports) else 1
+
+
+def _refresh_course_map(reports, profile: str | None) -> None:
+    """Record the measured times and redraw the README's course map from the notebooks."""
+    from . import course_map, notebooks, profiles
+
+    name = profile or profiles.current().name
+    seconds = {r.notebook: r.seconds for r in reports if r.ok}
+    course_map.record_timings(notebooks.NOTEBOOK_DIR, name, seconds)
+    readme = notebooks.NOTEBOOK_DIR.parent / "README.md"
+    if readme.exists():
+        course_map.update_readme(readme, notebooks.NOTEBOOK_DIR)
 
 
 def sweep_command(args) -> int:

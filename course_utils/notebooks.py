@@ -16,6 +16,7 @@ from pathlib import Path
 import nbformat
 
 from .checks import FAIL, NOT_SOLVED, PASS
+from .course_map import save_key_chart
 
 NOTEBOOK_DIR = Path(__file__).resolve().parent.parent / "notebooks"
 CELL_TIMEOUT = 600
@@ -105,6 +106,7 @@ def execute(path: Path, profile: str | None = None, write: bool = False) -> Repo
                 report.failed_verdicts.append(f"cell {index}: {line}")
     if write and error is None:
         store(nb, path)
+        save_key_chart(nb, path)
     return report
 
 
