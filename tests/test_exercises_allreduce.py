@@ -2,23 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import torch
 import torch.distributed as dist
+from reference import load_solution
 
 from course_utils.exercises.allreduce import check_ring, check_tree
 
-SOLUTION = Path(__file__).resolve().parent.parent / "notebooks/solutions/05_allreduce.py"
 TIMEOUT = 3.0
 
 
 def _solution():
-    spec = importlib.util.spec_from_file_location("solution_05", SOLUTION)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_solution("05_allreduce.py")
 
 
 def _line(capsys) -> str:

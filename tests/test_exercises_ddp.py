@@ -2,21 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import torch.distributed as dist
+from reference import load_solution
 
 from course_utils.exercises.ddp import check_average_gradients, check_updates_per_epoch
 
-SOLUTION = Path(__file__).resolve().parent.parent / "notebooks/solutions/04_data_parallel.py"
-
 
 def _solution():
-    spec = importlib.util.spec_from_file_location("solution_04", SOLUTION)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_solution("04_data_parallel.py")
 
 
 def _failures(capsys) -> list[str]:

@@ -2,22 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import torch
 import torch.distributed as dist
+from reference import load_solution
 
 from course_utils.exercises.launching import check_largest_square
 
-SOLUTION = Path(__file__).resolve().parent.parent / "notebooks/solutions/00_launching.py"
-
 
 def _solution():
-    spec = importlib.util.spec_from_file_location("solution_00", SOLUTION)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.largest_square
+    return load_solution("00_launching.py").largest_square
 
 
 def test_reference_solution_passes(capsys):

@@ -2,21 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
+from reference import load_solution
 
 from course_utils.exercises.param_server import check_server_bytes, check_staleness
 
-SOLUTION = Path(__file__).resolve().parent.parent / "notebooks/solutions/07_param_server.py"
-
 
 def _solution():
-    spec = importlib.util.spec_from_file_location("solution_07", SOLUTION)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_solution("07_param_server.py")
 
 
 def _line(capsys) -> str:

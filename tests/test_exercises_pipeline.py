@@ -2,22 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
+from reference import load_solution
 
 from course_utils.exercises.pipeline import check_bubble, check_gpipe_order
 from course_utils.schedules import one_f_one_b_order
 
-SOLUTION = Path(__file__).resolve().parent.parent / "notebooks/solutions/06_pipeline.py"
-
 
 def _solution():
-    spec = importlib.util.spec_from_file_location("solution_06", SOLUTION)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_solution("06_pipeline.py")
 
 
 def _line(capsys) -> str:

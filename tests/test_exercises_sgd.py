@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
-from pathlib import Path
 
 import pytest
+from reference import load_solution
 
 from course_utils.exercises.sgd import (
     check_sgd_epoch,
@@ -15,15 +14,10 @@ from course_utils.exercises.sgd import (
     reference_sgd_epoch,
 )
 
-SOLUTION = Path(__file__).resolve().parent.parent / "notebooks/solutions/01_sgd.py"
-
 
 @pytest.fixture(scope="module")
 def solution():
-    spec = importlib.util.spec_from_file_location("solution_01", SOLUTION)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_solution("01_sgd.py")
 
 
 def _lines(capsys) -> list[str]:
