@@ -123,7 +123,9 @@ def run_notebooks(args) -> int:
     for i, path in enumerate(paths, 1):
         if not args.json:
             print(f"[{i}/{len(paths)}] {path.name} ...", flush=True)
-        report = notebooks.execute(path, profile=args.profile, write=args.write)
+        report = notebooks.execute(
+            path, profile=args.profile, write=args.write, compare=args.compare
+        )
         reports.append(report)
         if not args.json:
             status = "ok" if report.ok else "FAILED"
@@ -182,6 +184,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--profile", choices=["cpu", "gpu"], default=None)
     r.add_argument("--write", action="store_true", help="store the executed notebooks")
     r.add_argument("--json", action="store_true", help="print the table as JSON")
+    r.add_argument(
+        "--compare",
+        action="store_true",
+        help="fail if a cell not marked NBVAL_IGNORE_OUTPUT shows something other than before",
+    )
     return parser
 
 

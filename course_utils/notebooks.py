@@ -29,10 +29,11 @@ class Report:
     verdicts: int = 0
     failed_verdicts: list[str] = field(default_factory=list)
     error: str | None = None
+    unstable_cells: list[str] = field(default_factory=list)  # with compare=True
 
     @property
     def ok(self) -> bool:
-        return self.error is None and not self.failed_verdicts
+        return self.error is None and not self.failed_verdicts and not self.unstable_cells
 
     def as_dict(self) -> dict:
         return {**asdict(self), "ok": self.ok}
@@ -75,12 +76,23 @@ def _profile_env(profile: str | None):
             os.environ["COURSE_PROFILE"] = saved
 
 
-def execute(path: Path, profile: str | None = None, write: bool = False) -> Report:
-    """Run one notebook top to bottom in a fresh kernel; optionally store it executed."""
+IGNORE_MARK = "NBVAL_IGNORE_OUTPUT"
+
+
+def execute(
+    path: Path, profile: str | None = None, write: bool = False, compare: bool = False
+) -> Report:
+    """Run one notebook top to bottom in a fresh kernel; optionally store it executed.
+
+    With `compare`, every cell whose output differs from the stored copy must be marked
+    `# NBVAL_IGNORE_OUTPUT` (its output depends on timings, process ids or arrival order);
+    any other change is reported, since a re-run of an unchanged course should not make it.
+    """
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
 
     nb = nbformat.read(path, as_version=4)
+    stored = [_output_signature(c) for c in nb.cells] if compare else []
     client = NotebookClient(
         nb,
         timeout=CELL_TIMEOUT,
@@ -104,10 +116,33 @@ def execute(path: Path, profile: str | None = None, write: bool = False) -> Repo
                 report.verdicts += 1
             if line.startswith(FAIL) and line != f"{FAIL} {NOT_SOLVED}":
                 report.failed_verdicts.append(f"cell {index}: {line}")
+    if compare and error is None:
+        report.unstable_cells = [
+            f"cell {i}: {cell.source.splitlines()[0][:60] if cell.source else ''}"
+            for i, (cell, before) in enumerate(zip(nb.cells, stored, strict=True))
+            if _output_signature(cell) != before and IGNORE_MARK not in cell.get("source", "")
+        ]
     if write and error is None:
         store(nb, path)
         save_key_chart(nb, path)
     return report
+
+
+def _output_signature(cell) -> list:
+    """What a cell showed: its streams, its pictures and texts, its errors (no widget ids)."""
+    if cell.get("cell_type") != "code":
+        return []
+    signature = []
+    for output in cell.get("outputs", []):
+        kind = output.get("output_type")
+        if kind == "stream":
+            signature.append((output.get("name"), output.get("text")))
+        elif kind in ("display_data", "execute_result"):
+            data = output.get("data", {})
+            signature.append(sorted((k, str(v)) for k, v in data.items() if "widget" not in k))
+        elif kind == "error":
+            signature.append(("error", output.get("ename")))
+    return signature
 
 
 def _stream_lines(cell) -> list[str]:
@@ -141,7 +176,11 @@ def store(nb, path: Path) -> None:
 def format_table(reports: list[Report]) -> str:
     rows = [("notebook", "seconds", "verdicts", "result")]
     for r in reports:
-        result = "ok" if r.ok else (r.error or f"{len(r.failed_verdicts)} ✗")
+        result = (
+            "ok"
+            if r.ok
+            else (r.error or f"{len(r.failed_verdicts)} ✗, {len(r.unstable_cells)} changed")
+        )
         rows.append((r.notebook, f"{r.seconds:.1f}", str(r.verdicts), result))
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
     lines = [
@@ -150,4 +189,7 @@ def format_table(reports: list[Report]) -> str:
     ]
     for r in reports:
         lines += [f"  {r.notebook}: {line}" for line in r.failed_verdicts]
+        lines += [
+            f"  {r.notebook}: changed, not marked {IGNORE_MARK}: {c}" for c in r.unstable_cells
+        ]
     return "\n".join(lines)

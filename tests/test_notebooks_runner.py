@@ -59,3 +59,17 @@ def test_verdict_prints_one_stable_line(capsys):
     assert verdict(True, "the claim")
     assert not verdict(0, "the other claim")
     assert capsys.readouterr().out == "✓ the claim\n✗ the other claim\n"
+
+
+def test_compare_flags_changed_cells_unless_marked(tmp_path):
+    path = _notebook(
+        tmp_path / "04_changes.ipynb",
+        "print('same every time')",
+        "import os; print(os.getpid())",
+        "# NBVAL_IGNORE_OUTPUT\nimport time; print(time.time())",
+    )
+    notebooks.execute(path, write=True)
+    report = notebooks.execute(path, compare=True)
+    assert report.unstable_cells == ["cell 1: import os; print(os.getpid())"]
+    assert not report.ok
+    assert "not marked NBVAL_IGNORE_OUTPUT" in notebooks.format_table([report])
