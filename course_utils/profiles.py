@@ -136,6 +136,57 @@ class ParamServerSizes:
 
 
 @dataclass(frozen=True)
+class SharpMinimaSizes:
+    """Notebook 02: small- and large-batch runs trained until they fit, and their sharpness."""
+
+    model: str | None = None  # None: the profile's model
+    hidden: int | None = 128
+    val_fraction: float = 0.2
+    train_samples: int | None = None  # of the training split the runs must fit; None: all
+    small_batch: int = 32
+    large_batch: int = 1024
+    small_lr: float = 0.01
+    large_lr: float = 0.05  # fewer, less noisy steps take a larger lr (and fit in fewer)
+    optimizer: str = "sgd"
+    momentum: float = 0.9
+    fit_loss: float = 0.05  # train until the training loss is below this (both runs alike)
+    fit_accuracy: float = 0.99  # ...which must then mean this share classified correctly
+    check_every_steps: int = 50  # updates between checks of the fit (rounded up to passes)
+    max_steps: int = 20_000  # a run that has not fit by then stops unfitted
+    seeds: tuple[int, ...] = (0, 1, 2)
+    epsilon: float = 1e-3  # Keskar's box: each weight may move by epsilon * (|w| + 1)
+    ascent_steps: int = 20
+    hessian_iters: int = 30  # power-iteration steps for the top eigenvalue
+    measure_samples: int | None = 2000  # training samples the sharpness is measured on
+    line_range: tuple[float, float] = (-1.0, 2.0)  # alpha: 0 is the small-, 1 the large-batch end
+    line_points: int = 31
+    valley_rise: float = 1.0  # nats of training loss that end a valley, walking outward
+    sweep_jobs: int = 2
+    threads: int | None = 1
+
+
+@dataclass(frozen=True)
+class ScalingSizes:
+    """Notebook 03: the linear lr scaling rule from a small base batch, warmup, its limit."""
+
+    model: str | None = None  # None: the profile's model
+    hidden: int | None = 128
+    val_fraction: float = 0.2
+    base_batch: int = 8  # the report's
+    base_lr: float = 0.01
+    momentum: float = 0.9
+    batch_sizes: tuple[int, ...] = (8, 32, 128, 512, 1024, 2048)
+    epochs: int = 15
+    warmup_epochs: float = 2.0  # Goyal et al.: 5 of 90
+    seeds: tuple[int, ...] = (0, 1)
+    stall_loss: float = 1.5  # a run whose final training loss is above this failed (chance: 2.3)
+    kept: float = 0.5  # warmup keeps "most" of what a fixed lr loses: this share of it
+    tolerance: float = 0.03  # ...or falls short of the base batch by at most this accuracy
+    sweep_jobs: int = 2
+    threads: int | None = 1
+
+
+@dataclass(frozen=True)
 class Profile:
     name: str
     description: str
@@ -149,6 +200,8 @@ class Profile:
     pipeline: PipelineSizes = field(default_factory=PipelineSizes)
     param_server: ParamServerSizes = field(default_factory=ParamServerSizes)
     ddp: DataParallelSizes = field(default_factory=DataParallelSizes)
+    sharp: SharpMinimaSizes = field(default_factory=SharpMinimaSizes)
+    scaling: ScalingSizes = field(default_factory=ScalingSizes)
 
 
 PROFILES = {
@@ -234,6 +287,25 @@ PROFILES = {
             scaling_base_lr=0.001,
             scaling_epochs=10,
             overhead_world_size=4,
+        ),
+        sharp=SharpMinimaSizes(
+            hidden=None,
+            small_batch=64,
+            large_batch=4096,
+            small_lr=0.01,
+            large_lr=0.05,
+            max_steps=200_000,
+            measure_samples=5000,
+            sweep_jobs=4,
+            threads=None,
+        ),
+        scaling=ScalingSizes(
+            hidden=None,
+            base_lr=0.001,  # the report's
+            batch_sizes=(8, 32, 128, 512, 2048, 8192),
+            epochs=10,
+            sweep_jobs=4,
+            threads=None,
         ),
     ),
 }

@@ -1,0 +1,139 @@
+"""The sharp-minima experiment: fitting to a loss, the measures, the line, valley widths, and
+the trials run side by side in a sweep against the same trials run in this process."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+import torch
+
+from course_utils import landscape, plots, profiles, sharp_minima, sweep
+
+TINY = dataclasses.replace(
+    profiles.get("cpu").sharp,
+    hidden=16,
+    train_samples=256,
+    small_batch=16,
+    large_batch=256,
+    small_lr=0.05,
+    large_lr=0.2,
+    fit_loss=1.0,
+    fit_accuracy=0.5,
+    check_every_steps=10,
+    max_steps=3000,
+    seeds=(0,),
+    ascent_steps=3,
+    hessian_iters=5,
+    measure_samples=128,
+    line_points=7,
+    line_range=(-0.5, 1.5),
+)
+
+
+@pytest.fixture(scope="module")
+def prob():
+    return sharp_minima.problem(TINY, "mnist1d")
+
+
+def test_valley_width_of_parabolas_is_known():
+    """Loss h * (a - end)^2 rises by r at distance sqrt(r / h) from the end."""
+    alphas = [i / 100 for i in range(-100, 201)]
+    wide = [0.5 * a**2 if a <= 0 else 0.0 for a in alphas]
+    narrow = [8.0 * (a - 1) ** 2 if a >= 1 else 0.0 for a in alphas]
+    assert sharp_minima.valley_width(alphas, wide, 0, 0.5) == pytest.approx(1.0, abs=1e-3)
+    assert sharp_minima.valley_width(alphas, narrow, 1, 2.0) == pytest.approx(0.5, abs=1e-3)
+    flat = [0.0] * len(alphas)
+    assert sharp_minima.valley_width(alphas, flat, 0, 1.0) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="alpha=1"):
+        sharp_minima.valley_width([0.0, 0.5], [0.0, 0.1], 1, 1.0)
+
+
+def test_line_alphas_hit_both_solutions_exactly():
+    alphas = sharp_minima.line_alphas(profiles.get("cpu").sharp)
+    assert 0.0 in alphas and 1.0 in alphas
+
+
+def test_fit_stops_at_the_target_loss_and_measures(prob):
+    model = sharp_minima.build_model(TINY, prob, seed=0)
+    run = sharp_minima.fit(model, prob, TINY.small_batch, TINY.small_lr, TINY, seed=0)
+    assert run["fitted"] and run["train_loss"] <= TINY.fit_loss
+    assert run["steps"] > 0 and run["epochs"] >= 1
+    assert sharp_minima.evaluate(model, prob.x, prob.y)[0] == pytest.approx(run["train_loss"])
+    measures = sharp_minima.measure(model, prob, TINY)
+    assert measures["sharpness"] > 0 and measures["hessian"] > 0
+    assert 0 <= measures["test_acc"] <= 1
+
+
+def test_fit_gives_up_after_max_steps(prob):
+    sizes = dataclasses.replace(TINY, fit_loss=1e-6, max_steps=20)
+    model = sharp_minima.build_model(sizes, prob, seed=0)
+    run = sharp_minima.fit(model, prob, 16, 0.01, sizes)
+    assert not run["fitted"] and 20 <= run["steps"] < 40
+
+
+def test_along_line_ends_are_the_two_solutions(prob):
+    a = sharp_minima.build_model(TINY, prob, seed=0)
+    b = sharp_minima.build_model(TINY, prob, seed=1)
+    line = sharp_minima.along_line(a, b, prob, [0.0, 0.5, 1.0], samples=64)
+    x, y = prob.measure_set(64)
+    for end, model in ((0, a), (-1, b)):
+        loss, acc = sharp_minima.evaluate(model, x, y)
+        assert line["train_loss"][end] == pytest.approx(loss, rel=1e-5)
+        assert line["train_acc"][end] == pytest.approx(acc)
+        assert line["test_acc"][end] == pytest.approx(
+            sharp_minima.evaluate(model, prob.x_test, prob.y_test)[1]
+        )
+
+
+def test_with_weights_round_trips(prob):
+    a = sharp_minima.build_model(TINY, prob, seed=0)
+    weights = torch.nn.utils.parameters_to_vector(a.parameters()).detach().numpy()
+    b = sharp_minima.with_weights(sharp_minima.build_model(TINY, prob, seed=3), weights)
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters(), strict=True))
+
+
+def test_trial_refuses_an_unknown_batch():
+    with pytest.raises(ValueError, match="small .16. or large .256. batch"):
+        sharp_minima.fit_trial(64, sizes=TINY)
+
+
+def test_sweep_trials_equal_their_serial_twins(prob):
+    """Each trial fitted in a forked process ends at the same weights and measures as here."""
+    result = sweep.run(sharp_minima.sweep_config(TINY), jobs=2, trial=sharp_minima.trial_for(TINY))
+    small, large = sharp_minima.by_batch(result, TINY)
+    for batch, side in ((TINY.small_batch, small), (TINY.large_batch, large)):
+        twin = sharp_minima.fit_trial(batch, seed=0, sizes=TINY)
+        assert side["steps"][0] == twin["steps"]
+        assert (side["weights"][0] == twin["weights"]).all()
+        for key in ("test_acc", "sharpness", "hessian", "train_loss"):
+            assert side[key][0] == pytest.approx(twin[key], rel=1e-6), key
+    assert all(small["fitted"] + large["fitted"])
+    assert large["steps"][0] < small["steps"][0]
+    assert "sharpness %" in sharp_minima.table(small, large, TINY)
+    a = sharp_minima.with_weights(sharp_minima.build_model(TINY, prob), small["weights"][0])
+    b = sharp_minima.with_weights(sharp_minima.build_model(TINY, prob), large["weights"][0])
+    alphas = sharp_minima.line_alphas(TINY)
+    line = sharp_minima.along_line(a, b, prob, alphas, TINY.measure_samples)
+
+    def closure(m):
+        x, y = prob.measure_set(TINY.measure_samples)
+        return torch.nn.functional.cross_entropy(m(x), y)
+
+    assert line["train_loss"] == pytest.approx(
+        landscape.loss_along_line(a, b, {"train": closure}, alphas)["train"], rel=1e-6
+    )
+    assert all(math.isfinite(v) for v in line["test_loss"])
+    assert plots.sharpness_by_batch(small, large).axes
+    assert plots.line_between_solutions(alphas, [line]).axes
+
+
+def test_a_failed_trial_is_reported():
+    result = sweep.run(
+        sharp_minima.sweep_config(TINY),
+        jobs=2,
+        trial=sharp_minima.trial_for(dataclasses.replace(TINY, large_batch=-1)),
+    )
+    with pytest.raises(RuntimeError, match="failed"):
+        sharp_minima.by_batch(result, TINY)
