@@ -128,12 +128,29 @@ def execute(
     return report
 
 
+def _coalesced(outputs: list) -> list:
+    """Consecutive chunks of one stream as one output: how the kernel splits text is timing."""
+    merged: list = []
+    for output in outputs:
+        previous = merged[-1] if merged else None
+        if (
+            output.get("output_type") == "stream"
+            and previous is not None
+            and previous.get("output_type") == "stream"
+            and previous.get("name") == output.get("name")
+        ):
+            previous["text"] = previous.get("text", "") + output.get("text", "")
+        else:
+            merged.append(output)
+    return merged
+
+
 def _output_signature(cell) -> list:
     """What a cell showed: its streams, its pictures and texts, its errors (no widget ids)."""
     if cell.get("cell_type") != "code":
         return []
     signature = []
-    for output in cell.get("outputs", []):
+    for output in _coalesced([dict(o) for o in cell.get("outputs", [])]):
         kind = output.get("output_type")
         if kind == "stream":
             signature.append((output.get("name"), output.get("text")))
@@ -167,7 +184,8 @@ def store(nb, path: Path) -> None:
     for cell in nb.cells:
         cell.metadata.pop("execution", None)
         if cell.get("cell_type") == "code":
-            for output in cell.get("outputs", []):
+            cell.outputs = _coalesced(cell.get("outputs", []))
+            for output in cell.outputs:
                 data = output.get("data", {})
                 data.pop("application/vnd.jupyter.widget-view+json", None)
     nbformat.write(nb, path)

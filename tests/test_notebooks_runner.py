@@ -73,3 +73,13 @@ def test_compare_flags_changed_cells_unless_marked(tmp_path):
     assert report.unstable_cells == ["cell 1: import os; print(os.getpid())"]
     assert not report.ok
     assert "not marked NBVAL_IGNORE_OUTPUT" in notebooks.format_table([report])
+
+
+def test_stream_chunks_are_stored_as_one_output(tmp_path):
+    path = _notebook(
+        tmp_path / "05_chunks.ipynb",
+        "import sys, time\nfor i in range(3):\n    print(i, flush=True); time.sleep(0.05)",
+    )
+    notebooks.execute(path, write=True)
+    outputs = json.loads(path.read_text())["cells"][0]["outputs"]
+    assert len(outputs) == 1 and "".join(outputs[0]["text"]) == "0\n1\n2\n"

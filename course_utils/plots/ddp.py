@@ -89,7 +89,7 @@ def step_breakdown(times, title: str):
     )
     ax.invert_yaxis()
     ax.set(xlabel="seconds per 1000 samples (all ranks together)", title=title)
-    ax.legend(loc="lower right")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False)
     return _done(fig)
 
 
