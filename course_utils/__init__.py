@@ -1,8 +1,8 @@
-"""Helpers for parallel-training-course.
+"""Helpers for parallel-training-course: the code its notebooks import.
 
-Notebooks start with one line, ``from course_utils import *``-free:
-``import course_utils as cu`` or the named imports they need; nothing a
-notebook needs twice lives in the notebook.
+Heavy code lives here, with tests, so that each notebook keeps only its story: a short
+explanation, a call into this package, a chart from `plots`, and a verdict from `checks`.
+Sizes come from `profiles.current()`; ranks are started with `launch.launch`.
 """
 
 __version__ = "0.1.0"
