@@ -286,6 +286,9 @@ def _rank_main(spec: _Spec, r: int, result_conn, out_conn, err_conn) -> None:
     os.dup2(err_conn.fileno(), 2)
     sys.stdout = open(1, "w", buffering=1, closefd=False, errors="replace")
     sys.stderr = open(2, "w", buffering=1, closefd=False, errors="replace")
+    # A crash in C++ (gloo aborting on a bad buffer, a segfault) shows this rank's Python
+    # stack under its own prefix; an inherited handler would write to the parent's terminal.
+    faulthandler.enable(file=sys.stderr, all_threads=False)
     faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=False)
     rank_setup.set_rank_environment(r, spec.world_size, r, spec.world_size)
     if spec.backend == "gloo" and "GLOO_SOCKET_IFNAME" not in os.environ:

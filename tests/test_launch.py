@@ -385,3 +385,16 @@ def test_allow_failures_still_raises_when_every_rank_fails():
 
     with pytest.raises(LaunchError, match="raised RuntimeError"):
         launch(everyone_fails, 2, timeout=30, allow_failures=True)
+
+
+def test_a_rank_that_crashes_in_cpp_shows_its_python_stack(capfd):
+    def abort_on_1():
+        if dist.get_rank() == 1:
+            os.abort()
+        dist.barrier()
+
+    with pytest.raises(LaunchError, match="rank 1 of 2 was killed by SIGABRT"):
+        launch(abort_on_1, 2, timeout=30)
+    err = capfd.readouterr().err
+    assert "[rank 1] Fatal Python error: Aborted" in err
+    assert "abort_on_1" in err
