@@ -6,6 +6,7 @@ import math
 
 from ..checks import NOT_SOLVED, verdict
 from ..lr_scaling import LinearWarmup, curve_distance, scaled_lr
+from . import attempt
 
 WARMUP_CLAIM = (
     "warmup_lr starts at the base lr and rises linearly to the scaled lr, then stays there"
@@ -22,20 +23,12 @@ def reference_warmup_lr(step, base_lr, base_batch, batch_size, warmup_steps) -> 
     return scaled_lr(base_lr, base_batch, batch_size) * factor
 
 
-def _call(fn, *args):
-    try:
-        value = fn(*args)
-    except NotImplementedError:
-        return NOT_SOLVED
-    return NOT_SOLVED if value is None else value
-
-
 def check_warmup_lr(fn) -> bool:
     """fn(step, base_lr, base_batch, batch_size, warmup_steps) -> the lr of that update."""
     for base_lr, base_batch, batch, warmup in _WARMUP_CASES:
         steps = [0, 1, warmup // 2, warmup - 1, warmup, warmup + 1, 3 * warmup]
         for step in steps:
-            got = _call(fn, step, base_lr, base_batch, batch, warmup)
+            got = attempt(fn, step, base_lr, base_batch, batch, warmup)
             if got is NOT_SOLVED:
                 return verdict(False, NOT_SOLVED)
             want = reference_warmup_lr(step, base_lr, base_batch, batch, warmup)
@@ -76,7 +69,7 @@ _DISTANCE_CASES = [
 def check_curve_distance(fn) -> bool:
     """fn(curve, reference) -> mean |curve - reference|, non-finite or >10 losses taken as 10."""
     for curve, reference in _DISTANCE_CASES:
-        got = _call(fn, list(curve), list(reference))
+        got = attempt(fn, list(curve), list(reference))
         if got is NOT_SOLVED:
             return verdict(False, NOT_SOLVED)
         got = float(got)

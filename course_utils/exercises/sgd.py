@@ -9,6 +9,7 @@ import torch
 from ..checks import NOT_SOLVED, verdict
 from ..sweep import train_trial
 from ..sweep_config import SweepConfigError, validate
+from . import attempt
 
 UPDATES_CLAIM = "updates_per_epoch counts the updates of one pass, with and without drop_last"
 EPOCH_CLAIM = "sgd_epoch takes one mean-gradient step per mini-batch, in the given order"
@@ -17,21 +18,12 @@ CONFIG_CLAIM = "the config asks for 6 random trials over a log-uniform lr and tw
 _CASES = [(8000, 8), (8000, 512), (6400, 512), (100, 1), (100, 100), (100, 3), (7, 10)]
 
 
-def _call(fn, *args):
-    """The learner's result, or NOT_SOLVED when the function is still the stub."""
-    try:
-        value = fn(*args)
-    except NotImplementedError:
-        return NOT_SOLVED
-    return NOT_SOLVED if value is None else value
-
-
 def check_updates_per_epoch(fn) -> bool:
     """fn(num_samples, batch_size, drop_last) -> updates in one pass over the data."""
     answers = {}
     for n, b in _CASES:
         for drop_last in (False, True):
-            value = _call(fn, n, b, drop_last)
+            value = attempt(fn, n, b, drop_last)
             if value is NOT_SOLVED:
                 return verdict(False, NOT_SOLVED)
             answers[n, b, drop_last] = value
@@ -69,7 +61,7 @@ def check_sgd_epoch(fn) -> bool:
     """fn(w, X, y, lr, batch_size, order) -> w after one pass; compared with the reference."""
     for seed, batch_size in ((0, 1), (1, 8), (2, 50), (3, 7)):
         X, y, w0, order = _problem(seed)
-        got = _call(fn, w0.clone(), X, y, 0.05, batch_size, order)
+        got = attempt(fn, w0.clone(), X, y, 0.05, batch_size, order)
         if got is NOT_SOLVED:
             return verdict(False, NOT_SOLVED)
         got = torch.as_tensor(got, dtype=torch.float64)

@@ -11,17 +11,10 @@ import math
 import torch
 
 from ..checks import NOT_SOLVED, verdict
+from . import attempt
 
 EIGEN_CLAIM = "top_eigenvalue finds the largest-magnitude eigenvalue from products H @ v alone"
 SHARPNESS_CLAIM = "box_sharpness is Keskar's largest relative rise in the box, in percent"
-
-
-def _call(fn, *args):
-    try:
-        value = fn(*args)
-    except NotImplementedError:
-        return NOT_SOLVED
-    return NOT_SOLVED if value is None else value
 
 
 def _symmetric(eigenvalues, seed: int) -> torch.Tensor:
@@ -50,7 +43,7 @@ def check_top_eigenvalue(fn) -> bool:
             calls.append(1)
             return h @ torch.as_tensor(v, dtype=torch.float64)
 
-        got = _call(fn, hvp, len(eigenvalues), 300)
+        got = attempt(fn, hvp, len(eigenvalues), 300)
         if got is NOT_SOLVED:
             return verdict(False, NOT_SOLVED)
         want = max(eigenvalues, key=abs)
@@ -107,7 +100,7 @@ def check_box_sharpness(fn) -> bool:
     for case in _SHARP_CASES:
         curvature, center, floor, w, epsilon = case
         w0 = torch.tensor(w, dtype=torch.float64)
-        got = _call(fn, _quadratic(curvature, center, floor), w0.clone(), epsilon, 200, 0)
+        got = attempt(fn, _quadratic(curvature, center, floor), w0.clone(), epsilon, 200, 0)
         if got is NOT_SOLVED:
             return verdict(False, NOT_SOLVED)
         got = float(got)
