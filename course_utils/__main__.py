@@ -7,7 +7,7 @@ import json
 import platform
 import sys
 
-from . import bench as bench_modules
+from .course import benchmarks as bench_modules
 
 
 def doctor(args) -> int:
@@ -49,9 +49,9 @@ def doctor(args) -> int:
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     names = [torch.cuda.get_device_name(i) for i in range(gpus)]
     print(f"gpus         {gpus}" + (f" ({', '.join(names)})" if names else ""))
-    from . import data, profiles
-    from .errors import ProfileError
-    from .rank import threads_per_rank, usable_cores
+    from .core import data, profiles
+    from .core.errors import ProfileError
+    from .ranks.bootstrap import threads_per_rank, usable_cores
 
     try:
         profile = profiles.current()
@@ -71,8 +71,8 @@ def doctor(args) -> int:
 
 def _check_launch() -> list[str]:
     """Start two real gloo ranks and all_reduce: the one thing every notebook needs."""
-    from .examples import sum_of_ranks
-    from .launch import launch
+    from .ranks.examples import sum_of_ranks
+    from .ranks.launch import launch
 
     try:
         results = launch(sum_of_ranks, 2, backend="gloo", timeout=60)
@@ -105,7 +105,7 @@ def bench(args) -> int:
 
 
 def data_command(args) -> int:
-    from . import data
+    from .core import data
 
     if args.dataset == "mnist1d":
         print(data.mnist1d())
@@ -116,7 +116,7 @@ def data_command(args) -> int:
 
 
 def run_notebooks(args) -> int:
-    from . import notebooks
+    from .course import runner as notebooks
 
     paths = notebooks.resolve(args.notebooks)
     reports = []
@@ -141,7 +141,9 @@ def run_notebooks(args) -> int:
 
 def _refresh_course_map(reports, profile: str | None) -> None:
     """Record the measured times and redraw the README's course map from the notebooks."""
-    from . import course_map, notebooks, profiles
+    from .core import profiles
+    from .course import course_map
+    from .course import runner as notebooks
 
     name = profile or profiles.current().name
     seconds = {r.notebook: r.seconds for r in reports if r.ok}
@@ -152,7 +154,7 @@ def _refresh_course_map(reports, profile: str | None) -> None:
 
 
 def sweep_command(args) -> int:
-    from . import sweep
+    from .sgd import sweep
 
     return sweep.cli(args)
 

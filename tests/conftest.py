@@ -7,7 +7,7 @@ import time
 import psutil
 import pytest
 
-from course_utils.launch import live_children
+from course_utils.ranks.launch import live_children
 
 
 @pytest.fixture(autouse=True)

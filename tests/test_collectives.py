@@ -6,11 +6,11 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from course_utils import cost_model
-from course_utils.allreduce_runs import compare_with_builtin, pingpong, time_allreduce, traced_run
-from course_utils.collectives import ALGORITHMS, Trace, chunk_bounds, ring_allreduce
-from course_utils.errors import LaunchError
-from course_utils.launch import launch
+from course_utils.allreduce import cost_model
+from course_utils.allreduce.algorithms import ALGORITHMS, Trace, chunk_bounds, ring_allreduce
+from course_utils.allreduce.runs import compare_with_builtin, pingpong, time_allreduce, traced_run
+from course_utils.core.errors import LaunchError
+from course_utils.ranks.launch import launch
 
 
 @pytest.mark.parametrize("world_size", [1, 2, 3, 4, 5, 8])

@@ -8,7 +8,7 @@ import json
 import nbformat
 import pytest
 
-from course_utils import course_map
+from course_utils.course import course_map
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\nnot really a picture").decode()
 

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from course_utils import data
-from course_utils.errors import DataError
+from course_utils.core import data
+from course_utils.core.errors import DataError
 
 
 def test_mnist1d_is_generated_then_cached(tmp_path, monkeypatch):

@@ -6,9 +6,10 @@ import pytest
 import torch
 from torch.utils.data import DistributedSampler, TensorDataset
 
-from course_utils import data_parallel as dp
-from course_utils import ddp_runs, ddp_timing
-from course_utils.multinode import run_local_nodes
+from course_utils.ddp import cost as ddp_timing
+from course_utils.ddp import equivalence as dp
+from course_utils.ddp import experiments as ddp_runs
+from course_utils.ranks.local_nodes import run_local_nodes
 
 
 @pytest.mark.parametrize("world_size, b", [(2, 3), (4, 8), (3, 5)])
@@ -91,7 +92,7 @@ def test_ddp_training_script_runs_as_a_two_node_torchrun_job():
     reports = run_local_nodes(
         None,
         nnodes=2,
-        module="course_utils.ddp_train",
+        module="course_utils.ddp.torchrun_train",
         module_args=["--epochs", "1", "--per-rank-batch", "64"],
         echo=False,
     )

@@ -6,7 +6,7 @@ import torch
 import torch.distributed as dist
 from reference import load_solution
 
-from course_utils.exercises.allreduce import check_ring, check_tree
+from course_utils.allreduce.exercises import check_ring, check_tree
 
 TIMEOUT = 3.0
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch.distributed as dist
 from reference import load_solution
 
-from course_utils.exercises.ddp import check_average_gradients, check_updates_per_epoch
+from course_utils.ddp.exercises import check_average_gradients, check_updates_per_epoch
 
 
 def _solution():

@@ -6,7 +6,7 @@ import torch
 import torch.distributed as dist
 from reference import load_solution
 
-from course_utils.exercises.launching import check_largest_square
+from course_utils.ranks.exercises import check_largest_square
 
 
 def _solution():

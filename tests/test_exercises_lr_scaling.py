@@ -7,7 +7,7 @@ import math
 import pytest
 from reference import load_solution
 
-from course_utils.exercises.lr_scaling import check_curve_distance, check_warmup_lr
+from course_utils.lr_scaling.exercises import check_curve_distance, check_warmup_lr
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from reference import load_solution
 
-from course_utils.exercises.param_server import check_server_bytes, check_staleness
+from course_utils.param_server.exercises import check_server_bytes, check_staleness
 
 
 def _solution():

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from reference import load_solution
 
-from course_utils.exercises.pipeline import check_bubble, check_gpipe_order
-from course_utils.schedules import one_f_one_b_order
+from course_utils.model_parallel.exercises import check_bubble, check_gpipe_order
+from course_utils.model_parallel.schedules import one_f_one_b_order
 
 
 def _solution():

@@ -7,7 +7,7 @@ import math
 import pytest
 from reference import load_solution
 
-from course_utils.exercises.sgd import (
+from course_utils.sgd.exercises import (
     check_sgd_epoch,
     check_sweep_config,
     check_updates_per_epoch,

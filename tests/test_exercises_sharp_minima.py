@@ -6,7 +6,7 @@ import pytest
 import torch
 from reference import load_solution
 
-from course_utils.exercises.sharp_minima import check_box_sharpness, check_top_eigenvalue
+from course_utils.sharp_minima.exercises import check_box_sharpness, check_top_eigenvalue
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,11 @@ import pytest
 import torch
 from torch import nn
 
-from course_utils.landscape import epsilon_sharpness, loss_along_line, top_hessian_eigenvalue
+from course_utils.sharp_minima.landscape import (
+    epsilon_sharpness,
+    loss_along_line,
+    top_hessian_eigenvalue,
+)
 
 
 class Point(nn.Module):

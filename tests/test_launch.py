@@ -14,9 +14,9 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from course_utils import rank as rank_setup
-from course_utils.errors import BackendError, LaunchError, LaunchTimeout
-from course_utils.launch import launch, live_children
+from course_utils.core.errors import BackendError, LaunchError, LaunchTimeout
+from course_utils.ranks import bootstrap as rank_setup
+from course_utils.ranks.launch import launch, live_children
 
 
 def rank_pid_and_sum():
@@ -259,7 +259,7 @@ def test_spawn_runs_a_function_defined_in_a_script(tmp_path):
         textwrap.dedent(
             """
             import torch.distributed as dist
-            from course_utils.launch import launch
+            from course_utils.ranks.launch import launch
 
             def times_ten():
                 return dist.get_rank() * 10
@@ -277,7 +277,7 @@ LONG_RUNNING = textwrap.dedent(
     """
     import os, sys, time
     import torch.distributed as dist
-    from course_utils.launch import launch
+    from course_utils.ranks.launch import launch
 
     def report_and_sleep():
         print(f"PID {os.getpid()}", flush=True)
@@ -340,7 +340,7 @@ def test_two_launches_at_once_do_not_collide(tmp_path):
         textwrap.dedent(
             """
             import torch, torch.distributed as dist, time
-            from course_utils.launch import launch
+            from course_utils.ranks.launch import launch
 
             def total():
                 t = torch.tensor([dist.get_rank() + 1])

@@ -9,8 +9,11 @@ import math
 import pytest
 import torch
 
-from course_utils import lr_scaling, plots, profiles, sweep
-from course_utils.sweep import SweepResult, Trial
+from course_utils.core import profiles
+from course_utils.lr_scaling import charts as plots
+from course_utils.lr_scaling import experiments as lr_scaling
+from course_utils.sgd import sweep
+from course_utils.sgd.sweep import SweepResult, Trial
 
 TINY = dataclasses.replace(
     profiles.get("cpu").scaling,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from course_utils import models
+from course_utils.core import models
 
 
 @pytest.mark.parametrize(

@@ -7,15 +7,15 @@ import sys
 
 import pytest
 
-from course_utils.errors import LaunchError
-from course_utils.examples import sum_of_ranks, whoami
-from course_utils.launch import launch
-from course_utils.multinode import run_local_nodes, torchrun_command
-from course_utils.worker import load_target
+from course_utils.core.errors import LaunchError
+from course_utils.ranks.examples import sum_of_ranks, whoami
+from course_utils.ranks.launch import launch
+from course_utils.ranks.local_nodes import run_local_nodes, torchrun_command
+from course_utils.ranks.torchrun import load_target
 
 
 def test_two_torchrun_agents_form_one_job():
-    results = run_local_nodes("course_utils.examples:whoami", nnodes=2, echo=False)
+    results = run_local_nodes("course_utils.ranks.examples:whoami", nnodes=2, echo=False)
     assert [r["rank"] for r in results] == [0, 1]
     assert all(r["world_size"] == 2 and r["backend"] == "gloo" for r in results)
     assert results[0]["pid"] != results[1]["pid"]
@@ -23,7 +23,9 @@ def test_two_torchrun_agents_form_one_job():
 
 def test_same_function_under_launch_and_under_torchrun():
     under_launch = launch(sum_of_ranks, 2)
-    under_torchrun = run_local_nodes("course_utils.examples:sum_of_ranks", nnodes=2, echo=False)
+    under_torchrun = run_local_nodes(
+        "course_utils.ranks.examples:sum_of_ranks", nnodes=2, echo=False
+    )
     assert under_launch == under_torchrun == [1, 1]
     assert [r["rank"] for r in launch(whoami, 2)] == [0, 1]
 
@@ -37,18 +39,22 @@ def test_a_failing_node_is_reported(tmp_path):
 
 def test_command_names_every_node_option():
     cmd = torchrun_command(
-        "course_utils.examples:whoami", nnodes=2, nproc_per_node=4, node_rank=1,
+        "course_utils.ranks.examples:whoami", nnodes=2, nproc_per_node=4, node_rank=1,
         master_addr="10.0.0.1", master_port=29500,
     )  # fmt: skip
     assert cmd[:3] == ["python", "-m", "torch.distributed.run"]
     for part in ("--nnodes=2", "--nproc-per-node=4", "--node-rank=1", "--master-addr=10.0.0.1"):
         assert part in cmd
-    assert cmd[-3:] == ["course_utils.worker", "course_utils.examples:whoami", "--backend=auto"]
+    assert cmd[-3:] == [
+        "course_utils.ranks.torchrun",
+        "course_utils.ranks.examples:whoami",
+        "--backend=auto",
+    ]
 
 
 def test_worker_outside_torchrun_says_how_to_run_it():
     out = subprocess.run(
-        [sys.executable, "-m", "course_utils.worker", "course_utils.examples:whoami"],
+        [sys.executable, "-m", "course_utils.ranks.torchrun", "course_utils.ranks.examples:whoami"],
         capture_output=True, text=True, timeout=60,
         env={"PATH": "/usr/bin:/bin"},
     )  # fmt: skip
@@ -56,7 +62,7 @@ def test_worker_outside_torchrun_says_how_to_run_it():
     assert "run this under torchrun" in out.stderr
 
 
-@pytest.mark.parametrize("target", ["no_colon", "course_utils.examples:missing", ":fn"])
+@pytest.mark.parametrize("target", ["no_colon", "course_utils.ranks.examples:missing", ":fn"])
 def test_bad_targets_are_refused(target):
     with pytest.raises(SystemExit):
         load_target(target)

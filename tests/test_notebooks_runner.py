@@ -7,8 +7,8 @@ import json
 import nbformat
 import pytest
 
-from course_utils import notebooks
-from course_utils.checks import verdict
+from course_utils.core.checks import verdict
+from course_utils.course import runner as notebooks
 
 
 def _notebook(path, *cells, tags=None):
@@ -25,7 +25,7 @@ def _notebook(path, *cells, tags=None):
 def test_counts_verdicts_and_failed_ones(tmp_path):
     path = _notebook(
         tmp_path / "01_demo.ipynb",
-        "from course_utils.checks import verdict",
+        "from course_utils.core.checks import verdict",
         "verdict(True, 'holds'); verdict(1 > 2, 'one is more than two')\n"
         "verdict(False, 'not solved yet')",
         "raise ValueError('expected')",

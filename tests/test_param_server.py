@@ -7,11 +7,11 @@ import time
 import pytest
 import torch
 
-from course_utils import data
-from course_utils.launch import live_children
-from course_utils.local_sgd import AveragingConfig, local_sgd
-from course_utils.param_server import ServerConfig, WorkerLost
-from course_utils.ps_runs import allreduce_training, run_parameter_server, serial_twin
+from course_utils.core import data
+from course_utils.param_server.local_sgd import AveragingConfig, local_sgd
+from course_utils.param_server.runs import allreduce_training, run_parameter_server, serial_twin
+from course_utils.param_server.server import ServerConfig, WorkerLost
+from course_utils.ranks.launch import live_children
 
 SMALL = {"hidden": 16, "batch_size": 16, "worker_timeout": 2.0, "timeout": 30.0}
 

@@ -6,8 +6,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from course_utils.pipeline import default_model, mlp, run_pipeline, serial_step, split
-from course_utils.schedules import (
+from course_utils.model_parallel.pipeline import (
+    default_model,
+    mlp,
+    run_pipeline,
+    serial_step,
+    split,
+)
+from course_utils.model_parallel.schedules import (
     bubble_formula,
     check_order,
     gpipe_order,
@@ -125,7 +131,7 @@ def test_impossible_setups_are_refused_before_launching():
 def test_charts_take_plain_timelines_and_return_figures():
     from matplotlib.figure import Figure
 
-    from course_utils import plots
+    from course_utils.model_parallel import charts as plots
 
     timelines = {"GPipe": simulate("gpipe", 3, 4), "1F1B": simulate("1f1b", 3, 4)}
     rows = [{"microbatches": m, "measured": bubble_formula(3, m)} for m in (1, 2, 4)]
@@ -141,7 +147,7 @@ def test_charts_take_plain_timelines_and_return_figures():
 def test_bench_reports_measured_and_predicted_bubble_per_m():
     import argparse
 
-    from course_utils.bench import pipeline as bench
+    from course_utils.model_parallel import bench
 
     parser = argparse.ArgumentParser()
     bench.add_arguments(parser)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from course_utils import profiles
-from course_utils.errors import ProfileError
+from course_utils.core import profiles
+from course_utils.core.errors import ProfileError
 
 
 def _gpus(monkeypatch, n: int) -> None:

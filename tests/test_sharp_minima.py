@@ -9,7 +9,11 @@ import math
 import pytest
 import torch
 
-from course_utils import landscape, plots, profiles, sharp_minima, sweep
+from course_utils.core import profiles
+from course_utils.sgd import sweep
+from course_utils.sharp_minima import charts as plots
+from course_utils.sharp_minima import experiments as sharp_minima
+from course_utils.sharp_minima import landscape
 
 TINY = dataclasses.replace(
     profiles.get("cpu").sharp,

@@ -15,8 +15,8 @@ from argparse import Namespace
 import pytest
 import torch
 
-from course_utils import sweep
-from course_utils.sweep_config import trials_from, validate
+from course_utils.sgd import sweep
+from course_utils.sgd.sweep_config import trials_from, validate
 
 
 def quadratic(x: float = 0.0, pause: float = 0.0) -> dict:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import torch.distributed as dist
 
-from course_utils import tensor_parallel as tp
-from course_utils.errors import LaunchError
-from course_utils.launch import launch
+from course_utils.core.errors import LaunchError
+from course_utils.model_parallel import tensor_parallel as tp
+from course_utils.ranks.launch import launch
 
 WIDTHS = [40, 64, 64, 64, 12]  # four layers: two column-then-row pairs
 BATCH = 16

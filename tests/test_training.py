@@ -10,8 +10,8 @@ import torch
 import torch.distributed as dist
 from torch.utils.data import DataLoader, TensorDataset
 
-from course_utils import data, models, training
-from course_utils.launch import launch
+from course_utils.core import data, models, training
+from course_utils.ranks.launch import launch
 
 
 def _dataset(n=96, seed=0):

@@ -1,0 +1,178 @@
+"""Charts for the collectives notebook: rounds of an allreduce, ping-pong, bytes, timings."""
+
+from __future__ import annotations
+
+import math
+
+import matplotlib.pyplot as plt
+from matplotlib.patches import FancyArrowPatch, Rectangle
+
+from ..core.style import PALETTE, new_figure
+
+__all__ = [
+    "allreduce_round",
+    "allreduce_rounds",
+    "allreduce_timings",
+    "bytes_per_rank",
+    "pingpong_fit",
+]
+
+_NAMES = {
+    "parameter_server": "parameter server",
+    "tree": "tree",
+    "butterfly": "butterfly",
+    "ring": "ring",
+    "builtin": "dist.all_reduce",
+}
+
+
+def _label(name: str) -> str:
+    return _NAMES.get(name, name)
+
+
+def _shown_once(fig):
+    """Let go of pyplot's handle: the notebook shows the returned figure, not a second copy."""
+    plt.close(fig)
+    return fig
+
+
+def allreduce_round(traces: list, index: int, ax=None, title: str | None = None):
+    """One round of a traced allreduce: each rank's values as a row of cells, arrows for
+    the messages of this round, and the cells each message carried outlined.
+
+    `traces` are per-rank `collectives.Trace` objects with values kept; round 0 is the start.
+    """
+    own = ax is None
+    if own:
+        fig, (ax,) = new_figure(width=6.0, height=0.5 * len(traces) + 1.6)
+    fig = ax.figure
+    world = len(traces)
+    values = [tr.rounds[index].value.tolist() for tr in traces]
+    width = len(values[0])
+    total = sum(v[0] for v in _values_at(traces, 0)) or 1
+    cmap = plt.get_cmap("cividis")
+    for rank, row in enumerate(values):
+        y = world - 1 - rank
+        for col, value in enumerate(row):
+            ax.add_patch(Rectangle((col, y), 1, 0.8, color=cmap(0.15 + 0.7 * value / total)))
+            shade = "white" if value / total < 0.6 else "black"
+            ax.text(col + 0.5, y + 0.4, _number(value), ha="center", va="center", color=shade)
+        ax.text(-0.3, y + 0.4, f"rank {rank}", ha="right", va="center")
+    for rank, tr in enumerate(traces):
+        for k, (peer, start, stop) in enumerate(tr.rounds[index].sends):
+            colour = PALETTE[rank % len(PALETTE)]
+            y0, y1 = world - 1 - rank + 0.4, world - 1 - peer + 0.4
+            ax.add_patch(
+                Rectangle((start, y0 - 0.4), stop - start, 0.8, fill=False, lw=2.5, ec=colour)
+            )
+            bend = -0.3 - 0.1 * k if y1 < y0 else 0.3 + 0.1 * k
+            ax.add_patch(
+                FancyArrowPatch(
+                    (width + 0.1, y0),
+                    (width + 0.1, y1),
+                    connectionstyle=f"arc3,rad={bend}",
+                    arrowstyle="-|>",
+                    mutation_scale=12,
+                    lw=1.6,
+                    color=colour,
+                )
+            )
+    ax.set_xlim(-1.6, width + 0.6 + 0.25 * world)
+    ax.set_ylim(-0.3, world)
+    ax.set_axis_off()
+    ax.set_title(title or f"round {index}: {traces[0].rounds[index].label}", fontsize=9)
+    return _shown_once(fig) if own else fig
+
+
+def _values_at(traces: list, index: int) -> list[list]:
+    """Each rank's values after round `index` (0 = before anything was sent)."""
+    return [tr.rounds[index].value.tolist() for tr in traces]
+
+
+def allreduce_rounds(traces: list, name: str, columns: int = 4):
+    """Every round of a traced allreduce side by side: the static picture of the step-through."""
+    count = len(traces[0].rounds)
+    cols = min(columns, count)
+    rows = math.ceil(count / cols)
+    fig, axes = new_figure(cols, rows, width=3.4, height=0.42 * len(traces) + 1.0)
+    for index, ax in enumerate(axes):
+        if index < count:
+            label = traces[0].rounds[index].label.split(":")[0]
+            allreduce_round(traces, index, ax=ax, title=f"round {index}: {label}")
+        else:
+            ax.set_axis_off()
+    fig.suptitle(
+        f"{_label(name)} on {len(traces)} ranks: every rank holds the sum after {count - 1} rounds",
+        fontsize=11,
+    )
+    fig.tight_layout()
+    return _shown_once(fig)
+
+
+def _number(value) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def pingpong_fit(nbytes: list, seconds: list, model):
+    """Ping-pong times with the fitted alpha + n * beta line over them."""
+    fig, (ax,) = new_figure(width=6.0)
+    ax.loglog(nbytes, seconds, "o", color=PALETTE[0], label="measured (one way)")
+    grid = [nbytes[0] * (nbytes[-1] / nbytes[0]) ** (i / 50) for i in range(51)]
+    ax.loglog(grid, [model.message_seconds(n) for n in grid], "--", color=PALETTE[3])
+    ax.axvline(model.alpha / model.beta, color="grey", lw=1, ls=":")
+    ax.plot([], [], "--", color=PALETTE[3], label="alpha + n * beta")
+    ax.plot([], [], ":", color="grey", label="alpha = n * beta")
+    ax.set_xlabel("message size (bytes)")
+    ax.set_ylabel("time (s)")
+    ax.set_title("Small messages pay latency, large ones pay bandwidth")
+    ax.legend()
+    return _shown_once(fig)
+
+
+def bytes_per_rank(table: dict, floor: dict):
+    """Bytes the busiest rank sends, as multiples of the message, per algorithm and N.
+
+    `table`: {algorithm: {world_size: multiple}}; `floor`: {world_size: 2(N-1)/N}.
+    """
+    fig, (ax,) = new_figure(width=6.5)
+    worlds = sorted(floor)
+    width = 0.8 / len(table)
+    for i, (name, row) in enumerate(table.items()):
+        xs = [k + (i - (len(table) - 1) / 2) * width for k in range(len(worlds))]
+        ax.bar(xs, [row[n] for n in worlds], width, color=PALETTE[i], label=_label(name))
+    ax.plot(
+        range(len(worlds)),
+        [floor[n] for n in worlds],
+        "k_",
+        ms=40,
+        mew=2,
+        label="floor 2(N-1)/N",
+    )
+    ax.set_xticks(range(len(worlds)), [f"N = {n}" for n in worlds])
+    ax.set_ylabel("bytes sent by the busiest rank / message size")
+    ax.set_title("Only the ring sends no more than the floor")
+    ax.legend(fontsize=8)
+    return _shown_once(fig)
+
+
+def allreduce_timings(nbytes: list, measured: dict, predicted: dict):
+    """Measured allreduce times (markers) with the alpha-beta predictions (dashed) over them.
+
+    `measured`: {world_size: {algorithm: [seconds per size]}}, `predicted` likewise.
+    """
+    worlds = sorted(measured)
+    fig, axes = new_figure(len(worlds), width=4.4, height=3.8)
+    for ax, world in zip(axes, worlds, strict=True):
+        for i, (name, times) in enumerate(measured[world].items()):
+            colour = PALETTE[i] if name != "builtin" else "black"
+            ax.loglog(nbytes, times, "o-", color=colour, ms=4, lw=1, label=_label(name))
+            if name in predicted.get(world, {}):
+                ax.loglog(nbytes, predicted[world][name], "--", color=colour, lw=1)
+        ax.set_title(f"N = {world} ranks", fontsize=10)
+        ax.set_xlabel("message size (bytes)")
+    axes[0].set_ylabel("time per allreduce (s)")
+    axes[0].plot([], [], "k--", lw=1, label="model (dashed)")
+    axes[0].legend(fontsize=7)
+    fig.suptitle("Few rounds win for small messages, few bytes win for large ones")
+    fig.tight_layout()
+    return _shown_once(fig)

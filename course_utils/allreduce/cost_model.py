@@ -1,0 +1,164 @@
+"""The alpha-beta cost model of the four allreduce algorithms (Thakur et al. 2005).
+
+Sending n bytes from one rank to another costs alpha + n * beta: alpha is the latency of
+one message, beta the time per byte (1 / bandwidth). A rank has one link, so messages it
+sends one after another add up. From that, and the schedule of each algorithm in
+`collectives`, follow how many rounds each takes, how many bytes each rank moves, and how
+long it should take. The ring's 2(N-1)/N * n bytes per rank is the least any allreduce
+can move (Patarasuk & Yuan 2009), so its bandwidth term is the floor every algorithm pays.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .algorithms import chunk_bounds
+
+__all__ = [
+    "AlphaBeta",
+    "bandwidth_floor_bytes",
+    "bytes_per_rank",
+    "crossover_bytes",
+    "fit_alpha_beta",
+    "predicted_seconds",
+    "rounds",
+]
+
+
+@dataclass(frozen=True)
+class AlphaBeta:
+    """Latency per message (seconds) and time per byte (seconds), fitted from a ping-pong."""
+
+    alpha: float
+    beta: float
+
+    @property
+    def bandwidth_gb_s(self) -> float:
+        return 1e-9 / self.beta if self.beta > 0 else float("inf")
+
+    def message_seconds(self, nbytes: float) -> float:
+        return self.alpha + nbytes * self.beta
+
+
+def _levels(world: int) -> int:
+    return world.bit_length() - 1
+
+
+def rounds(algorithm: str, world: int) -> int:
+    """Rounds of communication: every rank finishes round k before round k+1 starts."""
+    if world == 1:
+        return 0
+    p = 1 << _levels(world)
+    return {
+        "parameter_server": 2,
+        "tree": 2 * _levels(world),
+        "butterfly": _levels(world) + (2 if world != p else 0),
+        "ring": 2 * (world - 1),
+    }[_known(algorithm)]
+
+
+def bytes_per_rank(algorithm: str, world: int, numel: int, itemsize: int) -> list[tuple[int, int]]:
+    """(bytes sent, bytes received) by each rank, in rank order, for a tensor of `numel`."""
+    if world == 1 or numel == 0:
+        return [(0, 0)] * world
+    whole = numel * itemsize
+    if _known(algorithm) == "parameter_server":
+        return [((world - 1) * whole,) * 2] + [(whole, whole)] * (world - 1)
+    if algorithm == "tree":
+        out = []
+        for rank in range(world):
+            node = world - 1 - rank
+            links = sum(c < world for c in (2 * node + 1, 2 * node + 2)) + (node > 0)
+            out.append((links * whole, links * whole))
+        return out
+    if algorithm == "butterfly":
+        p = 1 << _levels(world)
+        extra = world - p
+        out = []
+        for rank in range(world):
+            links = 1 if rank >= p else _levels(world) + (rank < extra)
+            out.append((links * whole, links * whole))
+        return out
+    sizes = [(b - a) * itemsize for a, b in chunk_bounds(numel, world)]
+    return [
+        (
+            2 * whole - sizes[(r + 1) % world] - sizes[(r + 2) % world],
+            2 * whole - sizes[r] - sizes[(r + 1) % world],
+        )
+        for r in range(world)
+    ]
+
+
+def bandwidth_floor_bytes(world: int, nbytes: int) -> float:
+    """The least any allreduce can send per rank: each rank's data must leave it and the
+    sum must arrive, which costs 2(N-1)/N of the message (what the ring sends)."""
+    return 2 * (world - 1) / world * nbytes
+
+
+def predicted_seconds(
+    algorithm: str, world: int, nbytes: float, model: AlphaBeta, cores: int | None = None
+) -> float:
+    """Time on the busiest rank's link, in the alpha-beta model.
+
+    `cores`: when the ranks share fewer cores than there are ranks (a laptop), the bytes
+    they copy compete for the cores, so beta is stretched by N / cores.
+    """
+    if world == 1:
+        return 0.0
+    beta = model.beta * max(1.0, world / cores) if cores else model.beta
+    whole = model.alpha + nbytes * beta
+    levels = _levels(world)
+    p = 1 << levels
+    algorithm = _known(algorithm)
+    if algorithm == "parameter_server":  # rank 0 takes N-1 messages in, then N-1 out
+        return 2 * (world - 1) * whole
+    if algorithm == "tree":  # a parent takes its two children one after the other
+        messages = 2 * levels - (1 if world == p else 0)
+        return 2 * messages * whole
+    if algorithm == "butterfly":
+        return (levels + (2 if world != p else 0)) * whole
+    return 2 * (world - 1) * (model.alpha + nbytes / world * beta)
+
+
+def crossover_bytes(
+    fast_start: str, fast_finish: str, world: int, model: AlphaBeta, cores: int | None = None
+) -> float | None:
+    """Message size where `fast_finish` (e.g. the ring) starts to beat `fast_start`
+    (e.g. the butterfly); None if it never does in 1 B .. 16 GB."""
+    lo, hi = 1.0, float(1 << 34)
+
+    def finish_wins(n: float) -> bool:
+        return predicted_seconds(fast_finish, world, n, model, cores) < predicted_seconds(
+            fast_start, world, n, model, cores
+        )
+
+    if finish_wins(lo):
+        return lo
+    if not finish_wins(hi):
+        return None
+    for _ in range(80):
+        mid = (lo * hi) ** 0.5
+        lo, hi = (lo, mid) if finish_wins(mid) else (mid, hi)
+    return hi
+
+
+def fit_alpha_beta(nbytes: list[int], seconds: list[float]) -> AlphaBeta:
+    """alpha from the smallest message, beta from the slope up to the largest.
+
+    A least-squares line would let the large messages swamp alpha (even make it
+    negative); the two ends of a ping-pong pin down what each parameter means.
+    """
+    if len(nbytes) < 2 or len(nbytes) != len(seconds):
+        raise ValueError("fit_alpha_beta needs at least two (size, time) pairs of equal length.")
+    pairs = sorted(zip(nbytes, seconds, strict=True))
+    (n0, t0), (n1, t1) = pairs[0], pairs[-1]
+    beta = max((t1 - t0) / (n1 - n0), 1e-15)
+    alpha = max(t0 - n0 * beta, 1e-9)
+    return AlphaBeta(alpha=alpha, beta=beta)
+
+
+def _known(algorithm: str) -> str:
+    names = ("parameter_server", "tree", "butterfly", "ring")
+    if algorithm not in names:
+        raise ValueError(f"unknown algorithm {algorithm!r}; choose one of {', '.join(names)}.")
+    return algorithm

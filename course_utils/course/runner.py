@@ -1,0 +1,213 @@
+"""Execute the course's notebooks headless, report on each, and store them executed.
+
+This is how the committed outputs are made (`python -m course_utils run --write`) and how
+an instructor checks a lab machine before class: per notebook, the wall time, how many
+verdict lines it printed, and any ✗ or error with the cell it came from.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import nbformat
+
+from ..core.checks import FAIL, NOT_SOLVED, PASS
+from .course_map import save_key_chart
+
+NOTEBOOK_DIR = Path(__file__).resolve().parent.parent / "notebooks"
+CELL_TIMEOUT = 600
+
+
+@dataclass
+class Report:
+    notebook: str
+    seconds: float
+    verdicts: int = 0
+    failed_verdicts: list[str] = field(default_factory=list)
+    error: str | None = None
+    unstable_cells: list[str] = field(default_factory=list)  # with compare=True
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and not self.failed_verdicts and not self.unstable_cells
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "ok": self.ok}
+
+
+def course_notebooks(directory: Path = NOTEBOOK_DIR) -> list[Path]:
+    """The course's notebooks in teaching order (their names start with the number)."""
+    return sorted(p for p in directory.glob("[0-9][0-9]_*.ipynb"))
+
+
+def resolve(names: list[str], directory: Path = NOTEBOOK_DIR) -> list[Path]:
+    """Paths for names given on the command line: a path, a file name, or its number ('03')."""
+    if not names:
+        return course_notebooks(directory)
+    found = []
+    for name in names:
+        path = Path(name)
+        if path.exists():
+            found.append(path)
+            continue
+        matches = [p for p in course_notebooks(directory) if p.name.startswith(name)]
+        if len(matches) != 1:
+            known = ", ".join(p.name for p in course_notebooks(directory))
+            raise FileNotFoundError(f"no single notebook matches {name!r}; known: {known}.")
+        found.append(matches[0])
+    return found
+
+
+@contextlib.contextmanager
+def _profile_env(profile: str | None):
+    saved = os.environ.get("COURSE_PROFILE")
+    if profile:
+        os.environ["COURSE_PROFILE"] = profile
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("COURSE_PROFILE", None)
+        else:
+            os.environ["COURSE_PROFILE"] = saved
+
+
+IGNORE_MARK = "NBVAL_IGNORE_OUTPUT"
+
+
+def execute(
+    path: Path, profile: str | None = None, write: bool = False, compare: bool = False
+) -> Report:
+    """Run one notebook top to bottom in a fresh kernel; optionally store it executed.
+
+    With `compare`, every cell whose output differs from the stored copy must be marked
+    `# NBVAL_IGNORE_OUTPUT` (its output depends on timings, process ids or arrival order);
+    any other change is reported, since a re-run of an unchanged course should not make it.
+    """
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+
+    nb = nbformat.read(path, as_version=4)
+    stored = [_output_signature(c) for c in nb.cells] if compare else []
+    client = NotebookClient(
+        nb,
+        timeout=CELL_TIMEOUT,
+        kernel_name="python3",
+        record_timing=False,
+        resources={"metadata": {"path": str(path.parent)}},
+    )
+    start = time.perf_counter()
+    error = None
+    with _profile_env(profile):
+        try:
+            client.execute()
+        except CellExecutionError as exc:
+            error = _first_line_of_error(exc)
+        except Exception as exc:  # a dead kernel, a timeout
+            error = f"{type(exc).__name__}: {exc}"
+    report = Report(notebook=path.name, seconds=round(time.perf_counter() - start, 1), error=error)
+    for index, cell in enumerate(nb.cells):
+        for line in _stream_lines(cell):
+            if line.startswith((PASS, FAIL)):
+                report.verdicts += 1
+            if line.startswith(FAIL) and line != f"{FAIL} {NOT_SOLVED}":
+                report.failed_verdicts.append(f"cell {index}: {line}")
+    if compare and error is None:
+        report.unstable_cells = [
+            f"cell {i}: {cell.source.splitlines()[0][:60] if cell.source else ''}"
+            for i, (cell, before) in enumerate(zip(nb.cells, stored, strict=True))
+            if _output_signature(cell) != before and IGNORE_MARK not in cell.get("source", "")
+        ]
+    if write and error is None:
+        store(nb, path)
+        save_key_chart(nb, path)
+    return report
+
+
+def _coalesced(outputs: list) -> list:
+    """Consecutive chunks of one stream as one output: how the kernel splits text is timing."""
+    merged: list = []
+    for output in outputs:
+        previous = merged[-1] if merged else None
+        if (
+            output.get("output_type") == "stream"
+            and previous is not None
+            and previous.get("output_type") == "stream"
+            and previous.get("name") == output.get("name")
+        ):
+            previous["text"] = previous.get("text", "") + output.get("text", "")
+        else:
+            merged.append(output)
+    return merged
+
+
+def _output_signature(cell) -> list:
+    """What a cell showed: its streams, its pictures and texts, its errors (no widget ids)."""
+    if cell.get("cell_type") != "code":
+        return []
+    signature = []
+    for output in _coalesced([dict(o) for o in cell.get("outputs", [])]):
+        kind = output.get("output_type")
+        if kind == "stream":
+            signature.append((output.get("name"), output.get("text")))
+        elif kind in ("display_data", "execute_result"):
+            data = output.get("data", {})
+            signature.append(sorted((k, str(v)) for k, v in data.items() if "widget" not in k))
+        elif kind == "error":
+            signature.append(("error", output.get("ename")))
+    return signature
+
+
+def _stream_lines(cell) -> list[str]:
+    if cell.get("cell_type") != "code":
+        return []
+    lines = []
+    for output in cell.get("outputs", []):
+        if output.get("output_type") == "stream" and output.get("name") == "stdout":
+            lines += output.get("text", "").splitlines()
+    return lines
+
+
+def _first_line_of_error(exc) -> str:
+    ename = getattr(exc, "ename", type(exc).__name__)
+    evalue = getattr(exc, "evalue", str(exc))
+    return f"{ename}: {evalue}".splitlines()[0][:300]
+
+
+def store(nb, path: Path) -> None:
+    """Write with stable metadata: no widget state (GitHub cannot render it), no timings."""
+    nb.metadata.pop("widgets", None)
+    for cell in nb.cells:
+        cell.metadata.pop("execution", None)
+        if cell.get("cell_type") == "code":
+            cell.outputs = _coalesced(cell.get("outputs", []))
+            for output in cell.outputs:
+                data = output.get("data", {})
+                data.pop("application/vnd.jupyter.widget-view+json", None)
+    nbformat.write(nb, path)
+
+
+def format_table(reports: list[Report]) -> str:
+    rows = [("notebook", "seconds", "verdicts", "result")]
+    for r in reports:
+        result = (
+            "ok"
+            if r.ok
+            else (r.error or f"{len(r.failed_verdicts)} ✗, {len(r.unstable_cells)} changed")
+        )
+        rows.append((r.notebook, f"{r.seconds:.1f}", str(r.verdicts), result))
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    lines = [
+        "  ".join(c.ljust(w) for c, w in zip(row[:3], widths, strict=True)) + "  " + row[3]
+        for row in rows
+    ]
+    for r in reports:
+        lines += [f"  {r.notebook}: {line}" for line in r.failed_verdicts]
+        lines += [
+            f"  {r.notebook}: changed, not marked {IGNORE_MARK}: {c}" for c in r.unstable_cells
+        ]
+    return "\n".join(lines)

@@ -1,0 +1,231 @@
+"""Data parallelism: one replica per rank, a shard of every batch each, gradients averaged.
+
+The lecture's claim is exact: N ranks that each take b samples and average their
+gradients make the same update as one process taking the N*b samples. This module runs
+that experiment twice, with the averaging written by hand (`all_reduce` on every
+gradient) and with DistributedDataParallel, against a single-process twin that visits the
+very same samples in the very same batches (`GlobalOrderSampler`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.nn.utils import parameters_to_vector
+from torch.utils.data import BatchSampler, DataLoader, Dataset, Sampler
+
+from ..core import data as course_data
+from ..core import models
+from ..ranks.bootstrap import device
+from ..ranks.launch import launch
+
+
+@dataclass(frozen=True)
+class Setup:
+    """One data-parallel run: what to train, on how many samples per rank, for how long."""
+
+    dataset: str = "mnist1d"
+    model: str = "mlp"
+    hidden: int | None = 64
+    per_rank_batch: int = 8
+    lr: float = 0.05
+    steps: int = 20
+    seed: int = 0
+    num_samples: int = 10_000
+
+
+class GlobalOrderSampler(Sampler[int]):
+    """The samples N DistributedSampler shards visit, in one stream, batch by batch.
+
+    Rank r takes `perm[r::N]`; its k-th batch of b is `perm[r + N*j]` for j in [k*b, (k+1)*b).
+    Concatenating every rank's k-th batch gives the k-th batch of N*b for the single
+    process, so both make their updates from exactly the same samples.
+    """
+
+    def __init__(self, length: int, world_size: int, per_rank_batch: int, seed: int = 0):
+        self.length, self.world_size, self.per_rank_batch, self.seed = (
+            length,
+            world_size,
+            per_rank_batch,
+            seed,
+        )
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def _shards(self) -> list[list[int]]:
+        g = torch.Generator().manual_seed(self.seed + self.epoch)  # as DistributedSampler
+        per_rank = self.length // self.world_size  # drop_last=True
+        perm = torch.randperm(self.length, generator=g).tolist()[: per_rank * self.world_size]
+        return [perm[r :: self.world_size] for r in range(self.world_size)]
+
+    def __iter__(self):
+        shards, b = self._shards(), self.per_rank_batch
+        for k in range(len(shards[0]) // b):
+            for shard in shards:
+                yield from shard[k * b : (k + 1) * b]
+
+    def __len__(self) -> int:
+        per_rank = self.length // self.world_size
+        return (per_rank // self.per_rank_batch) * self.per_rank_batch * self.world_size
+
+
+def twin_loader(dataset: Dataset, world_size: int, per_rank_batch: int, seed: int = 0):
+    """The single-process loader whose batches of N*b are the union of the ranks' batches."""
+    order = GlobalOrderSampler(len(dataset), world_size, per_rank_batch, seed)
+    batches = BatchSampler(order, per_rank_batch * world_size, drop_last=True)
+    return DataLoader(dataset, sampler=batches, batch_size=None)
+
+
+def rank_loader(dataset: Dataset, per_rank_batch: int, seed: int = 0):
+    """This rank's shard through DistributedSampler, as the report and DDP's docs do it."""
+    return course_data.shard_loader(
+        dataset, per_rank_batch, shuffle=True, seed=seed, drop_last=True
+    )
+
+
+def load_data(setup: Setup) -> course_data.Data:
+    if setup.dataset == "mnist1d":
+        return course_data.mnist1d(setup.num_samples)
+    return course_data.load(setup.dataset)
+
+
+def build_model(setup: Setup, data: course_data.Data, where=None) -> nn.Module:
+    """Every rank and the twin build the same weights from the same seed."""
+    model = models.build(setup.model, data.input_shape, data.num_classes, setup.hidden, setup.seed)
+    return model.to(where or "cpu")
+
+
+def wrap(model: nn.Module, **ddp_options) -> DDP:
+    """DistributedDataParallel on this rank's device (its own GPU under NCCL)."""
+    where = device()
+    ids = [where.index] if where.type == "cuda" else None
+    return DDP(model.to(where), device_ids=ids, **ddp_options)
+
+
+def average_gradients(model: nn.Module) -> None:
+    """Data parallelism by hand: sum every gradient over the ranks, then divide by N."""
+    world = dist.get_world_size()
+    for p in model.parameters():
+        if p.grad is not None:
+            dist.all_reduce(p.grad, op=dist.ReduceOp.SUM)
+            p.grad /= world
+
+
+def _sgd_steps(model, loader, setup: Setup, after_backward=None) -> list[float]:
+    """Plain SGD for `setup.steps` updates; the hook runs between backward and step."""
+    opt = torch.optim.SGD(model.parameters(), lr=setup.lr)
+    where = next(model.parameters()).device
+    losses: list[float] = []
+    epoch = 0
+    while len(losses) < setup.steps:
+        for sampler in (getattr(loader, "sampler", None), getattr(loader.sampler, "sampler", None)):
+            if hasattr(sampler, "set_epoch"):
+                sampler.set_epoch(epoch)
+        for x, y in loader:
+            x, y = x.to(where), y.to(where)
+            opt.zero_grad(set_to_none=True)
+            loss = nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            if after_backward is not None:
+                after_backward(model)
+            opt.step()
+            losses.append(loss.item())
+            if len(losses) == setup.steps:
+                break
+        epoch += 1
+    return losses
+
+
+def replica_run(setup: Setup, mode: str, average=None) -> dict:
+    """Inside a rank: train a replica on this rank's shard; return its losses and weights.
+
+    `average(model)` replaces `average_gradients` in the by-hand mode (the exercise).
+    """
+    if mode not in ("by_hand", "ddp"):
+        raise ValueError(f"mode must be 'by_hand' or 'ddp', got {mode!r}.")
+    d = load_data(setup)
+    model = build_model(setup, d, device())
+    loader = rank_loader(d.train, setup.per_rank_batch, setup.seed)
+    if mode == "ddp":
+        losses = _sgd_steps(wrap(model), loader, setup)
+    else:
+        losses = _sgd_steps(model, loader, setup, after_backward=average or average_gradients)
+    return {"losses": losses, "params": parameters_to_vector(model.parameters()).detach().cpu()}
+
+
+def single_run(setup: Setup, world_size: int) -> dict:
+    """The serial twin: one process, batches of N*b made of the ranks' samples."""
+    d = load_data(setup)
+    model = build_model(setup, d)
+    loader = twin_loader(d.train, world_size, setup.per_rank_batch, setup.seed)
+    losses = _sgd_steps(model, loader, setup)
+    return {"losses": losses, "params": parameters_to_vector(model.parameters()).detach()}
+
+
+@dataclass
+class Equivalence:
+    """How far N ranks ended from the one-process twin, and from each other."""
+
+    world_size: int
+    per_rank_batch: int
+    steps: int
+    mode: str
+    max_abs_diff: float  # largest |weight difference| between any rank and the twin
+    ranks_identical: bool  # every replica holds bit-identical weights
+    single_losses: list[float]
+    rank_losses: list[list[float]]  # each rank's loss on its own shard
+
+    @property
+    def mean_rank_losses(self) -> list[float]:
+        return [sum(step) / len(step) for step in zip(*self.rank_losses, strict=True)]
+
+
+def equivalence(
+    world_size: int = 4,
+    mode: str = "ddp",
+    setup: Setup | None = None,
+    backend: str = "gloo",
+    average=None,
+    timeout: float = 120.0,
+) -> Equivalence:
+    """Run N replicas and their one-process twin from the same start on the same samples."""
+    setup = setup or Setup()
+    load_data(setup)  # make the cache once, before the ranks read it
+    replicas = launch(
+        replica_run, world_size, backend=backend, args=(setup, mode, average), timeout=timeout
+    )
+    twin = single_run(setup, world_size)
+    diffs = [float((r["params"] - twin["params"]).abs().max()) for r in replicas]
+    first = replicas[0]["params"]
+    return Equivalence(
+        world_size=world_size,
+        per_rank_batch=setup.per_rank_batch,
+        steps=setup.steps,
+        mode=mode,
+        max_abs_diff=max(diffs),
+        ranks_identical=all(torch.equal(r["params"], first) for r in replicas),
+        single_losses=twin["losses"],
+        rank_losses=[r["losses"] for r in replicas],
+    )
+
+
+def with_batch(setup: Setup, per_rank_batch: int, **changes) -> Setup:
+    return replace(setup, per_rank_batch=per_rank_batch, **changes)
+
+
+def scaled_lr(base_lr: float, base_batch: int, batch: int) -> float:
+    """Goyal et al.'s linear scaling rule: k times the batch, k times the learning rate."""
+    if base_batch < 1 or batch < 1 or base_lr <= 0:
+        raise ValueError("base_lr must be positive and both batch sizes at least 1.")
+    return base_lr * batch / base_batch
+
+
+def steps_per_epoch(samples: int, world_size: int, per_rank_batch: int) -> int:
+    return math.floor(samples / world_size) // per_rank_batch

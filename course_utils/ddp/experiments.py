@@ -1,0 +1,155 @@
+"""DDP runs that train for epochs: the report's comparisons, with the course's one training loop.
+
+- The report ran DDP on 4 ranks with batch 8 each, over DistributedSampler shards of an
+  80/20 `random_split`, and saw it behave like one process with batch 32.
+- It scaled the learning rate with the effective batch and found it helped only to a point.
+- The lecture asked whether a global batch is better split over many ranks with small
+  batches or few ranks with large ones: a question of computation against communication.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ..core import data as course_data
+from ..core.training import History, tensor_loader, train
+from ..ranks.bootstrap import device
+from ..ranks.launch import launch
+from .cost import Variant, measure
+from .equivalence import Setup, build_model, load_data, scaled_lr, wrap
+
+
+def _splits(setup: Setup):
+    d = load_data(setup)
+    train_set, val_set = course_data.train_val_split(d.train, 0.2, seed=setup.seed)
+    return d, train_set, val_set
+
+
+def ddp_training(setup: Setup, epochs: int) -> History:
+    """Inside a rank: DDP over this rank's shard of the 80/20 split, evaluated over all ranks."""
+    d, train_set, val_set = _splits(setup)
+    model = wrap(build_model(setup, d, device()))
+    return train(
+        model,
+        course_data.shard_loader(train_set, setup.per_rank_batch, seed=setup.seed, drop_last=True),
+        epochs=epochs,
+        lr=setup.lr,
+        val_loader=course_data.shard_loader(val_set, 500, shuffle=False),
+        test_loader=course_data.shard_loader(d.test, 500, shuffle=False),
+        seed=setup.seed,
+    )
+
+
+def single_training(setup: Setup, batch: int, epochs: int) -> History:
+    """One process on the same split with batch `batch`, at the same learning rate."""
+    d, train_set, val_set = _splits(setup)
+    return train(
+        build_model(setup, d),
+        tensor_loader(train_set, batch, seed=setup.seed),
+        epochs=epochs,
+        lr=setup.lr,
+        val_loader=tensor_loader(val_set, 500, shuffle=False),
+        test_loader=tensor_loader(d.test, 500, shuffle=False),
+        seed=setup.seed,
+        threads=1,
+    )
+
+
+@dataclass
+class Comparison:
+    """The report's comparison: DDP N x b against one process with N*b and with b."""
+
+    world_size: int
+    per_rank_batch: int
+    ddp: History
+    single_effective: History  # batch N*b: what DDP should look like
+    single_per_rank: History  # batch b: what DDP should not look like
+
+    @staticmethod
+    def distance(a: list[float], b: list[float]) -> float:
+        """Mean absolute gap between two per-epoch curves."""
+        return sum(abs(x - y) for x, y in zip(a, b, strict=True)) / len(a)
+
+    @property
+    def gap_to_effective(self) -> float:
+        return self.distance(self.ddp.epoch_val_loss, self.single_effective.epoch_val_loss)
+
+    @property
+    def gap_to_per_rank(self) -> float:
+        return self.distance(self.ddp.epoch_val_loss, self.single_per_rank.epoch_val_loss)
+
+
+def compare_with_single(
+    world_size: int, setup: Setup, epochs: int, backend: str = "gloo"
+) -> Comparison:
+    load_data(setup)
+    ddp = launch(ddp_training, world_size, backend=backend, args=(setup, epochs))[0]
+    n_b = world_size * setup.per_rank_batch
+    return Comparison(
+        world_size,
+        setup.per_rank_batch,
+        ddp,
+        single_training(setup, n_b, epochs),
+        single_training(setup, setup.per_rank_batch, epochs),
+    )
+
+
+@dataclass
+class ScalingRow:
+    effective_batch: int
+    lr: float
+    scaled: bool
+    test_acc: float
+    final_train_loss: float
+
+
+def lr_scaling(
+    world_size: int,
+    per_rank_batches: tuple[int, ...],
+    setup: Setup,
+    base_lr: float,
+    epochs: int,
+    backend: str = "gloo",
+) -> list[ScalingRow]:
+    """Test accuracy of DDP at each effective batch, with the lr fixed and with it scaled.
+
+    The base is the smallest effective batch; there the two runs are the same one.
+    """
+    load_data(setup)
+    base_batch = world_size * min(per_rank_batches)
+    rows = []
+    for b in sorted(per_rank_batches):
+        batch = world_size * b
+        for scaled in (False, True) if batch != base_batch else (False,):
+            lr = scaled_lr(base_lr, base_batch, batch) if scaled else base_lr
+            run = replace(setup, per_rank_batch=b, lr=lr)
+            h = launch(ddp_training, world_size, backend=backend, args=(run, epochs))[0]
+            rows.append(ScalingRow(batch, lr, scaled, h.test_acc, h.epoch_train_loss[-1]))
+            if batch == base_batch:
+                rows.append(ScalingRow(batch, lr, True, h.test_acc, h.epoch_train_loss[-1]))
+    return rows
+
+
+@dataclass
+class SplitRow:
+    world_size: int
+    per_rank_batch: int
+    compute_per_step: float
+    communication_per_step: float
+
+    @property
+    def ratio(self) -> float:
+        return self.compute_per_step / max(self.communication_per_step, 1e-9)
+
+
+def split_global_batch(
+    global_batch: int, world_sizes: tuple[int, ...], setup: Setup, samples_per_rank: int
+) -> list[SplitRow]:
+    """One global batch over 1, 2, 4 ... ranks: seconds of compute and of all-reduce per step."""
+    rows = []
+    for n in world_sizes:
+        b = global_batch // n
+        (t,) = measure([Variant(f"{n} x {b}", b)], n, max(samples_per_rank // n, b * 4), setup)
+        steps = t.samples / b
+        rows.append(SplitRow(n, b, t.compute / steps, t.communication / steps))
+    return rows

@@ -1,0 +1,78 @@
+"""Notebook 04's DDP training as a script that torchrun runs on one node or many.
+
+    python -m torch.distributed.run --nnodes=2 --nproc-per-node=4 --node-rank=0 \\
+        --master-addr=NODE0_ADDRESS --master-port=29500 \\
+        -m course_utils.ddp.torchrun_train --epochs 3 --per-rank-batch 8 --lr 0.05
+
+Every rank builds the same model from the same seed, wraps it in
+DistributedDataParallel, trains on its DistributedSampler shard of an 80/20
+`random_split` (as the report does), and rank 0 prints one JSON line per rank with the
+final losses and accuracies.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from ..core import data as course_data
+from ..core import models, profiles
+from ..core.training import train
+from ..ranks.bootstrap import join_from_torchrun, leave
+from ..ranks.torchrun import report_results
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = profiles.current()
+    parser = argparse.ArgumentParser(
+        prog="python -m course_utils.ddp.torchrun_train", description=__doc__
+    )
+    parser.add_argument("--dataset", default=p.dataset, choices=["mnist1d", "cifar10"])
+    parser.add_argument("--model", default=p.model, choices=sorted(models.MODELS))
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--per-rank-batch", type=int, default=8)
+    parser.add_argument("--lr", type=float, default=0.05)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--backend", default="auto", choices=["auto", "gloo", "nccl"])
+    return parser
+
+
+def run(args: argparse.Namespace) -> dict:
+    """Train this rank's replica; returns its view of the run (the metrics are global)."""
+    where = join_from_torchrun(args.backend)
+    d = course_data.load(args.dataset)
+    train_set, val_set = course_data.train_val_split(d.train, 0.2, seed=args.seed)
+    model = models.build(args.model, d.input_shape, d.num_classes, seed=args.seed).to(where)
+    history = train(
+        DDP(model),
+        course_data.shard_loader(train_set, args.per_rank_batch, seed=args.seed, drop_last=True),
+        epochs=args.epochs,
+        lr=args.lr,
+        val_loader=course_data.shard_loader(val_set, 512, shuffle=False),
+        test_loader=course_data.shard_loader(d.test, 512, shuffle=False),
+        device=where,
+        progress=dist.get_rank() == 0,
+    )
+    return {
+        "rank": dist.get_rank(),
+        "world_size": dist.get_world_size(),
+        "effective_batch": args.per_rank_batch * dist.get_world_size(),
+        "steps": history.steps,
+        "train_loss": history.epoch_train_loss[-1],
+        "val_acc": history.epoch_val_acc[-1],
+        "test_acc": history.test_acc,
+        "seconds": history.seconds,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    report_results(run(args))
+    leave(0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

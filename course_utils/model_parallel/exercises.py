@@ -1,0 +1,90 @@
+"""Checkers for notebook 06: predict the bubble; write GPipe's order of operations for a stage.
+
+Each checker tries the learner's function on a few pipelines, prints one verdict line
+and returns whether it passed; it never raises at the learner.
+"""
+
+from __future__ import annotations
+
+from ..core.checks import NOT_SOLVED, verdict
+from .schedules import BACKWARD, FORWARD, bubble_formula, check_order, simulate
+
+BUBBLE_CASES = ((2, 1), (3, 3), (4, 4), (4, 16), (8, 8), (8, 64))
+ORDER_CASES = ((2, 2), (3, 3), (4, 8), (5, 3))
+
+
+def _not_solved(exc: BaseException | None, value=None) -> bool:
+    return isinstance(exc, NotImplementedError) or (exc is None and value is None)
+
+
+def check_bubble(predict_bubble) -> bool:
+    """`predict_bubble(stages, microbatches)` must give GPipe's idle fraction of a step."""
+    for stages, microbatches in BUBBLE_CASES:
+        try:
+            value, exc = predict_bubble(stages, microbatches), None
+        except Exception as error:
+            value, exc = None, error
+        if _not_solved(exc, value):
+            return verdict(False, NOT_SOLVED)
+        if exc is not None:
+            return verdict(False, f"predict_bubble raised {type(exc).__name__}: {exc}")
+        try:
+            value = float(value)
+        except (TypeError, ValueError):
+            return verdict(False, f"predict_bubble should return a fraction, got {value!r}")
+        want = bubble_formula(stages, microbatches)
+        if abs(value - want) > 1e-6:
+            return verdict(
+                False,
+                f"for K={stages} stages and M={microbatches} micro-batches you predict "
+                f"{value:.3f}; each stage idles K-1 of the M+K-1 slots of a forward pass "
+                f"(the backward pass mirrors it)",
+            )
+    return verdict(True, "predict_bubble gives GPipe's bubble for every pipeline tried")
+
+
+def _order_problem(gpipe_order, stages: int, microbatches: int):
+    """The first thing wrong with the learner's orders for this pipeline, else None."""
+    orders = []
+    for stage in range(stages):
+        order = gpipe_order(stage, stages, microbatches)
+        if order is None:
+            raise NotImplementedError
+        try:
+            ops = check_order(order, microbatches, stage)
+        except ValueError as error:
+            return f"K={stages}, M={microbatches}: {error}"
+        kinds = [kind for kind, _ in ops]
+        if kinds != [FORWARD] * microbatches + [BACKWARD] * microbatches:
+            return (
+                f"K={stages}, M={microbatches}: stage {stage} starts a backward before its "
+                f"last forward; GPipe runs every forward first (interleaving is 1F1B)"
+            )
+        if [i for _, i in ops[:microbatches]] != list(range(microbatches)):
+            return f"K={stages}, M={microbatches}: stage {stage} should run F0, F1, ... in order"
+        orders.append(ops)
+    try:
+        timeline = simulate("gpipe", stages, microbatches, orders=orders)
+    except ValueError as error:
+        return f"K={stages}, M={microbatches}: {error}"
+    if timeline.makespan() > 2 * (microbatches + stages - 1) + 1e-9:
+        return (
+            f"K={stages}, M={microbatches}: the step takes {timeline.makespan():.0f} slots "
+            f"instead of {2 * (microbatches + stages - 1)}; every stage should take its "
+            f"backwards in the same order"
+        )
+    return None
+
+
+def check_gpipe_order(gpipe_order) -> bool:
+    """`gpipe_order(stage, stages, microbatches)` must list ("F", i) / ("B", i) as GPipe runs."""
+    for stages, microbatches in ORDER_CASES:
+        try:
+            problem = _order_problem(gpipe_order, stages, microbatches)
+        except NotImplementedError:
+            return verdict(False, NOT_SOLVED)
+        except Exception as error:
+            return verdict(False, f"gpipe_order raised {type(error).__name__}: {error}")
+        if problem:
+            return verdict(False, problem)
+    return verdict(True, "gpipe_order runs a full GPipe step on every pipeline tried")

@@ -1,0 +1,294 @@
+"""Pipeline model parallelism for real: a sequential model cut into K stages on K ranks.
+
+Each rank keeps one stage. Activations travel forward and their gradients backward with
+point-to-point sends; the schedule (`course_utils.model_parallel.schedules`) decides in which order a
+stage runs its micro-batches. Every stage notes when it computed and when it waited, so a
+training step comes back as a `Timeline`, together with the gradients, which must equal
+those of the unsplit model on the same batch.
+
+To make timelines readable on a 2-core laptop, an op may be padded with sleep to a fixed
+`slot` (times `stage_cost` for that stage): then the picture shows the schedule, not the
+noise of four processes sharing two cores. The real layer still runs inside the slot.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import pairwise
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+
+from ..ranks.bootstrap import device
+from .schedules import (
+    BACKWARD,
+    FORWARD,
+    WAIT,
+    Event,
+    Timeline,
+    bubble_formula,
+    check_order,
+    get_schedule,
+)
+
+
+def mlp(widths: Sequence[int], seed: int = 0) -> nn.Sequential:
+    """Blocks of Linear (+ ReLU but the last): the unit a model is cut at between stages."""
+    torch.manual_seed(seed)
+    pairs = list(pairwise(widths))
+    blocks = []
+    for n, (a, b) in enumerate(pairs):
+        layers = [nn.Linear(a, b)] + ([nn.ReLU()] if n < len(pairs) - 1 else [])
+        blocks.append(nn.Sequential(*layers))
+    return nn.Sequential(*blocks)
+
+
+def default_model(stages: int, in_features: int = 40, classes: int = 10, hidden: int = 32):
+    """One block per stage, shaped for MNIST-1D (40 inputs, 10 classes)."""
+    return mlp([in_features] + [hidden] * (stages - 1) + [classes])
+
+
+def split(model: nn.Sequential, stages: int) -> list[nn.Sequential]:
+    """Cut `model` into `stages` consecutive groups of its blocks, as even as possible."""
+    blocks = list(model.children())
+    if not 1 <= stages <= len(blocks):
+        raise ValueError(
+            f"cannot cut a model of {len(blocks)} blocks into {stages} stages; "
+            f"use between 1 and {len(blocks)} stages, or a deeper model."
+        )
+    cuts = [round(s * len(blocks) / stages) for s in range(stages + 1)]
+    return [nn.Sequential(*blocks[a:b]) for a, b in pairwise(cuts)]
+
+
+@dataclass
+class StageResult:
+    stage: int
+    events: list[Event]
+    peak_held: int  # most micro-batches whose activations this stage kept at once
+    loss: float | None  # the batch loss, on the last stage
+    grads: list[torch.Tensor]  # of this stage's parameters
+
+
+def _pad_to(start: float, seconds: float) -> None:
+    left = start + seconds - time.perf_counter()
+    if left > 0:
+        time.sleep(left)
+
+
+def import_autograd_extras() -> None:
+    """Backward from a given gradient lazily imports sympy (seconds on a busy laptop); do it
+    once in the parent, so that every forked rank starts with it already imported."""
+    x = torch.zeros(1, requires_grad=True)
+    y = x * 2
+    y.backward(torch.ones_like(y))
+
+
+def _warm_up(module: nn.Module, in_shape, dev) -> torch.Size:
+    """The first backward from a given gradient costs seconds in a fresh process (lazy set-up
+    inside autograd); pay it before the clock starts, not in the first timed op."""
+    out = module(torch.zeros(in_shape, device=dev, requires_grad=True))
+    out.backward(torch.ones_like(out))
+    module.zero_grad(set_to_none=True)
+    return out.shape
+
+
+def run_stage(
+    model: nn.Sequential,
+    schedule: str,
+    microbatches: int,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    *,
+    slot: float = 0.0,
+    stage_cost: Sequence[float] | None = None,
+    backward_ratio: float = 1.0,
+) -> StageResult:
+    """This rank's share of one training step: its stage, in the schedule's order.
+
+    Runs inside a launched rank (rank r = stage r). The loss is the mean cross-entropy
+    of the whole batch, so each micro-batch's loss is divided by `microbatches`.
+    """
+    rank, stages = dist.get_rank(), dist.get_world_size()
+    sched = get_schedule(schedule)
+    dev = device()
+    parts = split(model, stages)
+    module = parts[rank].to(dev)
+    xs, ys = x.to(dev).chunk(microbatches), y.to(dev).chunk(microbatches)
+    with torch.no_grad():
+        h = xs[0]
+        for part in parts[:rank]:
+            h = part.to(dev)(h)
+    in_shape = h.shape
+    cost = (stage_cost or [1.0] * stages)[rank]
+    last = rank == stages - 1
+    order = check_order(sched.order(rank, stages, microbatches), microbatches, rank)
+    stash, events, outbox, sends = {}, [], [], []
+    peak, loss_total = 0, 0.0
+
+    out_shape = _warm_up(module, in_shape, dev)
+    inbox: dict[int, tuple[torch.Tensor, object]] = {}
+
+    def post_receive(n: int) -> None:
+        """Post the receive of op n's input early, so the data lands while we still compute."""
+        if n >= len(order) or n in inbox:
+            return
+        kind, i = order[n]
+        if kind == FORWARD and rank > 0:
+            buffer = torch.empty(in_shape, device=dev)
+            inbox[n] = buffer, dist.irecv(buffer, rank - 1, tag=i)
+        elif kind == BACKWARD and not last:
+            buffer = torch.empty(out_shape, device=dev)
+            inbox[n] = buffer, dist.irecv(buffer, rank + 1, tag=microbatches + i)
+
+    def receive(n: int) -> torch.Tensor:
+        buffer, handle = inbox.pop(n)
+        began = time.perf_counter()
+        handle.wait()
+        events.append(Event(rank, WAIT, -1, began - t0, time.perf_counter() - t0))
+        return buffer
+
+    post_receive(0)
+    dist.barrier()
+    t0 = time.perf_counter()
+    for n, (kind, i) in enumerate(order):
+        post_receive(n + 1)
+        if kind == FORWARD:
+            inp = xs[i] if rank == 0 else receive(n).requires_grad_()
+            start = time.perf_counter()
+            out = module(inp)
+            if last:
+                out = F.cross_entropy(out, ys[i]) / microbatches
+                loss_total += out.item()
+            else:
+                outbox.append((out.detach(), rank + 1, i))
+            stash[i] = (inp, out)
+            peak = max(peak, len(stash))
+            _pad_to(start, slot * cost)
+        else:
+            inp, out = stash.pop(i)
+            grad = None if last else receive(n)
+            start = time.perf_counter()
+            out.backward(grad)
+            if rank > 0:
+                outbox.append((inp.grad, rank - 1, microbatches + i))
+            _pad_to(start, slot * cost * backward_ratio)
+        events.append(Event(rank, kind, i, start - t0, time.perf_counter() - t0))
+        following = order[n + 1][0] if n + 1 < len(order) else None
+        if not sched.whole_batch_sends or following != kind:
+            sends += [(t, dist.isend(t, dst, tag=tag)) for t, dst, tag in outbox]
+            outbox.clear()
+    for _, handle in sends:
+        handle.wait()
+    grads = [p.grad.detach().cpu() for p in module.parameters()]
+    return StageResult(rank, events, peak, loss_total if last else None, grads)
+
+
+@dataclass
+class PipelineRun:
+    timeline: Timeline
+    loss: float
+    grads: list[torch.Tensor]  # in the order of model.parameters()
+
+
+def run_pipeline(
+    schedule: str = "gpipe",
+    *,
+    stages: int,
+    microbatches: int,
+    micro_batch_size: int = 8,
+    hidden: int = 32,
+    slot: float = 0.0,
+    stage_cost: Sequence[float] | None = None,
+    backward_ratio: float = 1.0,
+    model: nn.Sequential | None = None,
+    x: torch.Tensor | None = None,
+    y: torch.Tensor | None = None,
+    seed: int = 0,
+    backend: str = "gloo",
+    timeout: float = 60.0,
+) -> PipelineRun:
+    """One training step of `model` (default: one block of width `hidden` per stage) on
+    `stages` ranks, in the order `schedule` gives; `x, y` default to a random batch.
+
+    The backend defaults to gloo: the timelines are paced by the slots, so CPU ranks show
+    the schedule on any machine, with or without one GPU per stage.
+    """
+    from ..ranks.launch import launch
+
+    get_schedule(schedule)
+    model = model if model is not None else default_model(stages, hidden=hidden)
+    if x is None:
+        gen = torch.Generator().manual_seed(seed)
+        first = next(model.parameters()).shape[1]
+        x = torch.randn(microbatches * micro_batch_size, first, generator=gen)
+        classes = list(model.parameters())[-1].shape[0]
+        y = torch.randint(0, classes, (len(x),), generator=gen)
+    if len(x) % microbatches:
+        raise ValueError(
+            f"a batch of {len(x)} samples does not cut into {microbatches} equal micro-batches; "
+            f"use a batch size that is a multiple of {microbatches}."
+        )
+    if stage_cost is not None and len(stage_cost) != stages:
+        raise ValueError(f"stage_cost has {len(stage_cost)} entries for {stages} stages.")
+    split(model, stages)  # refuse an impossible cut here, not on every rank
+    import_autograd_extras()
+    results = launch(
+        run_stage,
+        stages,
+        backend=backend,
+        timeout=timeout,
+        args=(model, schedule, microbatches, x, y),
+        kwargs={"slot": slot, "stage_cost": stage_cost, "backward_ratio": backward_ratio},
+    )
+    events = sorted((e for r in results for e in r.events), key=lambda e: (e.stage, e.start))
+    timeline = Timeline(
+        get_schedule(schedule).name,
+        stages,
+        microbatches,
+        events,
+        slot=slot or 1.0,
+        peak_activations=tuple(r.peak_held for r in results),
+    )
+    return PipelineRun(timeline, results[-1].loss, [g for r in results for g in r.grads])
+
+
+def serial_step(model: nn.Sequential, x: torch.Tensor, y: torch.Tensor):
+    """The unsplit model's loss and gradients on the whole batch: the pipeline's twin."""
+    model.zero_grad()
+    loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    grads = [p.grad.detach().clone() for p in model.parameters()]
+    model.zero_grad()
+    return loss.item(), grads
+
+
+def typical_run(schedule: str = "gpipe", *, repeats: int = 3, **kwargs) -> PipelineRun:
+    """The run with the median step time out of `repeats`, so that one hiccup of a shared
+    machine (another process holding the core for a moment) cannot decide a verdict."""
+    runs = [run_pipeline(schedule, **kwargs) for _ in range(repeats)]
+    return sorted(runs, key=lambda r: r.timeline.makespan())[len(runs) // 2]
+
+
+def measure_bubble(
+    stages: int,
+    microbatches: Sequence[int],
+    *,
+    slot: float,
+    repeats: int = 1,
+    schedule: str = "gpipe",
+) -> list[dict]:
+    """Measured (median over `repeats` steps) and predicted bubble fraction for each M."""
+    rows = []
+    for m in microbatches:
+        measured = [
+            run_pipeline(schedule, stages=stages, microbatches=m, slot=slot).timeline
+            for _ in range(repeats)
+        ]
+        bubble = statistics.median(t.bubble_fraction() for t in measured)
+        rows.append({"microbatches": m, "measured": bubble, "predicted": bubble_formula(stages, m)})
+    return rows

@@ -1,0 +1,210 @@
+"""Pipeline schedules: in which order each stage runs its forwards and backwards, and the cost.
+
+A schedule turns (stage, stages, microbatches) into a list of ops, ("F", i) or ("B", i) for
+micro-batch i. The same lists drive the real pipeline (`course_utils.model_parallel.pipeline`) and
+`simulate`, which plays them out with ideal timings, so that a measured timeline can be
+held against what the schedule promises, and a learner's own order can be tried without
+starting a single process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+FORWARD, BACKWARD, WAIT = "F", "B", "wait"
+Op = tuple[str, int]
+
+
+def naive_order(stage: int, stages: int, microbatches: int) -> list[Op]:
+    """Same ops as GPipe; what makes it naive is that the whole batch is passed on at once."""
+    return gpipe_order(stage, stages, microbatches)
+
+
+def gpipe_order(stage: int, stages: int, microbatches: int) -> list[Op]:
+    """Every forward, then every backward, newest micro-batch first (GPipe, Huang et al. 2019)."""
+    forwards = [(FORWARD, i) for i in range(microbatches)]
+    return forwards + [(BACKWARD, i) for i in reversed(range(microbatches))]
+
+
+def one_f_one_b_order(stage: int, stages: int, microbatches: int) -> list[Op]:
+    """Fill the pipe, then alternate one forward and one backward (PipeDream-flush's 1F1B).
+
+    A stage runs only as many forwards ahead as there are stages after it, so it never holds
+    the activations of more than `stages - stage` micro-batches, whatever `microbatches` is.
+    """
+    warmup = min(stages - stage - 1, microbatches)
+    ops = [(FORWARD, i) for i in range(warmup)]
+    for i in range(microbatches - warmup):
+        ops += [(FORWARD, warmup + i), (BACKWARD, i)]
+    return ops + [(BACKWARD, i) for i in range(microbatches - warmup, microbatches)]
+
+
+@dataclass(frozen=True)
+class Schedule:
+    name: str
+    order: Callable[[int, int, int], list[Op]]
+    whole_batch_sends: bool  # pass results on only when a run of forwards/backwards is done
+    description: str
+
+
+SCHEDULES = {
+    "naive": Schedule(
+        "naive", naive_order, True, "the batch goes through one stage at a time (no pipelining)"
+    ),
+    "gpipe": Schedule("gpipe", gpipe_order, False, "all forwards, then all backwards"),
+    "1f1b": Schedule("1f1b", one_f_one_b_order, False, "one forward, one backward when full"),
+}
+
+
+def get_schedule(name: str | Schedule) -> Schedule:
+    if isinstance(name, Schedule):
+        return name
+    if name not in SCHEDULES:
+        raise ValueError(f"unknown schedule {name!r}; choose one of {', '.join(SCHEDULES)}.")
+    return SCHEDULES[name]
+
+
+def check_order(order, microbatches: int, stage: int = 0) -> list[Op]:
+    """Refuse an order that could not train: each micro-batch once forward, then once backward."""
+    if not isinstance(order, (list, tuple)):
+        raise ValueError(f"stage {stage}: an order is a list of ops, got {type(order).__name__}.")
+    ops, seen = [], set()
+    for op in order:
+        if not (isinstance(op, (tuple, list)) and len(op) == 2 and op[0] in (FORWARD, BACKWARD)):
+            raise ValueError(f'stage {stage}: {op!r} is not an op like ("F", 0) or ("B", 0).')
+        kind, i = op[0], int(op[1])
+        if not 0 <= i < microbatches:
+            raise ValueError(f"stage {stage}: micro-batch {i} is outside 0..{microbatches - 1}.")
+        if (kind, i) in seen:
+            raise ValueError(f"stage {stage}: {kind}{i} appears twice.")
+        if kind == BACKWARD and (FORWARD, i) not in seen:
+            raise ValueError(f"stage {stage}: B{i} comes before F{i}, whose activations it needs.")
+        seen.add((kind, i))
+        ops.append((kind, i))
+    missing = [f"{k}{i}" for i in range(microbatches) for k in "FB" if (k, i) not in seen]
+    if missing:
+        raise ValueError(f"stage {stage}: the order never runs {', '.join(missing)}.")
+    return ops
+
+
+def bubble_formula(stages: int, microbatches: int) -> float:
+    """GPipe's idle fraction (K-1)/(M+K-1): the pipe fills and drains once per batch."""
+    return (stages - 1) / (microbatches + stages - 1)
+
+
+@dataclass(frozen=True)
+class Event:
+    stage: int
+    kind: str  # "F", "B" or "wait"
+    microbatch: int  # -1 for a wait
+    start: float
+    end: float
+
+
+@dataclass
+class Timeline:
+    """When every stage computed and waited during one training step.
+
+    Times are in seconds from a start shared by all stages (measured) or in slots
+    (simulated, `slot=1`); `slot` is the duration of one ideal forward, to count in slots.
+    """
+
+    schedule: str
+    stages: int
+    microbatches: int
+    events: list[Event]
+    slot: float = 1.0
+    peak_activations: tuple[int, ...] = field(default_factory=tuple)
+
+    def compute(self, stage: int | None = None) -> list[Event]:
+        return [e for e in self.events if e.kind != WAIT and (stage is None or e.stage == stage)]
+
+    def makespan(self) -> float:
+        """From the first op that started to the last that ended, on any stage."""
+        ops = self.compute()
+        return max(e.end for e in ops) - min(e.start for e in ops)
+
+    def busy(self, stage: int) -> float:
+        return sum(e.end - e.start for e in self.compute(stage))
+
+    def bubble_fraction(self) -> float:
+        """Share of the stages' time spent idle: 1 - total busy / (stages x makespan)."""
+        busy = sum(self.busy(s) for s in range(self.stages))
+        return 1.0 - busy / (self.stages * self.makespan())
+
+    def span(self, kind: str) -> float:
+        """How long the step took until the last op of `kind` ended, e.g. the forward pass."""
+        start = min(e.start for e in self.compute())
+        return max(e.end for e in self.compute() if e.kind == kind) - start
+
+    def in_slots(self, seconds: float) -> float:
+        return seconds / self.slot
+
+
+def simulate(
+    schedule: str | Schedule,
+    stages: int,
+    microbatches: int,
+    *,
+    forward: float = 1.0,
+    backward: float = 1.0,
+    weights: tuple[float, ...] | None = None,
+    orders: list[list[Op]] | None = None,
+) -> Timeline:
+    """Play a schedule out with ideal timings: no communication cost, ops of fixed length.
+
+    `weights` scales each stage's op time (2 = a stage twice as heavy). `orders` replaces
+    the schedule's own order per stage, which is how a learner's order is tried. An order
+    whose stages wait on each other forever raises ValueError naming who waits for what.
+    """
+    sched = get_schedule(schedule)
+    weights = tuple(weights or (1.0,) * stages)
+    if len(weights) != stages:
+        raise ValueError(f"weights has {len(weights)} entries for {stages} stages.")
+    if orders is None:
+        orders = [sched.order(s, stages, microbatches) for s in range(stages)]
+    orders = [check_order(o, microbatches, s) for s, o in enumerate(orders)]
+    sent: dict[tuple[int, str, int], float] = {}  # (stage, kind, i) -> when its result leaves
+    pending: list[list[tuple[str, int]]] = [[] for _ in range(stages)]
+    pos, free, events = [0] * stages, [0.0] * stages, []
+    progress = True
+    while progress:
+        progress = False
+        for s in range(stages):
+            while pos[s] < len(orders[s]):
+                kind, i = orders[s][pos[s]]
+                source = (s - 1, FORWARD, i) if kind == FORWARD else (s + 1, BACKWARD, i)
+                needs_peer = (kind == FORWARD and s > 0) or (kind == BACKWARD and s < stages - 1)
+                if needs_peer and source not in sent:
+                    break
+                start = max(free[s], sent[source] if needs_peer else 0.0)
+                end = start + (forward if kind == FORWARD else backward) * weights[s]
+                events.append(Event(s, kind, i, start, end))
+                free[s], pos[s], progress = end, pos[s] + 1, True
+                pending[s].append((kind, i))
+                nxt = orders[s][pos[s]][0] if pos[s] < len(orders[s]) else None
+                if not sched.whole_batch_sends or nxt != kind:
+                    sent.update({(s, k, j): end for k, j in pending[s]})
+                    pending[s].clear()
+    stuck = [s for s in range(stages) if pos[s] < len(orders[s])]
+    if stuck:
+        waits = ", ".join(f"stage {s} at {''.join(map(str, orders[s][pos[s]]))}" for s in stuck)
+        raise ValueError(f"deadlock: these stages wait for each other forever ({waits}).")
+    return Timeline(
+        sched.name,
+        stages,
+        microbatches,
+        sorted(events, key=lambda e: (e.stage, e.start)),
+        slot=forward,
+        peak_activations=tuple(peak_held(o) for o in orders),
+    )
+
+
+def peak_held(order: list[Op]) -> int:
+    """Most micro-batches whose activations a stage keeps at once (forward done, backward not)."""
+    held = peak = 0
+    for kind, _ in order:
+        held += 1 if kind == FORWARD else -1
+        peak = max(peak, held)
+    return peak

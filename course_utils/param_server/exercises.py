@@ -1,0 +1,108 @@
+"""Checkers for notebook 07: the server's traffic per update; staleness from a server's log.
+
+Each checker tries the learner's function on several cases, prints one verdict line and
+returns whether it passed; it never raises at the learner.
+"""
+
+from __future__ import annotations
+
+import random
+
+from ..core.checks import NOT_SOLVED, verdict
+
+BYTES_CASES = ((1, 10, 4), (3, 7434, 4), (4, 1000, 2), (8, 123, 8))
+
+
+def server_bytes_reference(workers: int, numel: int, itemsize: int) -> int:
+    """A synchronous update: every worker's gradient in, the new parameters out to each."""
+    return 2 * workers * numel * itemsize
+
+
+def staleness_reference(events: list[tuple[str, int]]) -> list[int]:
+    """Updates applied since the pushing worker last pulled, one entry per push."""
+    version, pulled, out = 0, {}, []
+    for kind, worker in events:
+        if kind == "pull":
+            pulled[worker] = version
+        else:
+            out.append(version - pulled.get(worker, 0))
+            version += 1
+    return out
+
+
+def staleness_cases(seed: int = 7) -> list[list[tuple[str, int]]]:
+    """Server logs: every worker pulls, pushes and pulls again, interleaved at random."""
+    rng = random.Random(seed)
+    cases = [[("pull", 1), ("push", 1), ("pull", 1)]]
+    for workers, pushes in ((2, 6), (3, 12), (4, 20)):
+        events = [("pull", w) for w in range(1, workers + 1)]
+        for _ in range(pushes):
+            w = rng.randint(1, workers)
+            events += [("push", w), ("pull", w)]
+        cases.append(events)
+    return cases
+
+
+def _call(fn, *args):
+    try:
+        return fn(*args), None
+    except Exception as error:
+        return None, error
+
+
+def check_server_bytes(server_bytes) -> bool:
+    """`server_bytes(workers, numel, itemsize)`: bytes through the server per synchronous update."""
+    for workers, numel, itemsize in BYTES_CASES:
+        value, exc = _call(server_bytes, workers, numel, itemsize)
+        if isinstance(exc, NotImplementedError) or (exc is None and value is None):
+            return verdict(False, NOT_SOLVED)
+        if exc is not None:
+            return verdict(False, f"server_bytes raised {type(exc).__name__}: {exc}")
+        want = server_bytes_reference(workers, numel, itemsize)
+        if value == want / 2:
+            return verdict(
+                False,
+                "that counts one direction only: the server also sends the "
+                "new parameters back to every worker",
+            )
+        if value != want:
+            return verdict(
+                False,
+                f"for {workers} workers and {numel} values of {itemsize} "
+                f"bytes you say {value}; count every message in and out of the server",
+            )
+    return verdict(True, "server_bytes gives the server's traffic per update in every case tried")
+
+
+def check_staleness(staleness) -> bool:
+    """`staleness(events)` must give, per push, the updates applied since that worker pulled."""
+    for events in staleness_cases():
+        value, exc = _call(staleness, list(events))
+        if isinstance(exc, NotImplementedError) or (exc is None and value is None):
+            return verdict(False, NOT_SOLVED)
+        if exc is not None:
+            return verdict(False, f"staleness raised {type(exc).__name__}: {exc}")
+        want = staleness_reference(events)
+        try:
+            value = [int(v) for v in value]
+        except (TypeError, ValueError):
+            return verdict(False, f"staleness should return a list of whole numbers, got {value!r}")
+        if len(value) != len(want):
+            return verdict(
+                False,
+                f"one number per push: this log has {len(want)} pushes, "
+                f"you returned {len(value)} numbers",
+            )
+        if value == [w + 1 for w in want]:
+            return verdict(
+                False,
+                "off by one: a gradient is not stale because of its own update; "
+                "count the updates applied *before* it",
+            )
+        if value != want:
+            return verdict(
+                False,
+                f"for the log {events[:8]}... you give {value[:6]}..., expected "
+                f"{want[:6]}...; remember the version at each worker's *last* pull",
+            )
+    return verdict(True, "staleness matches the server's count on every log tried")

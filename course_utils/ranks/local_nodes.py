@@ -1,0 +1,159 @@
+"""Several machines through the standard launcher, torchrun, and a rehearsal on one machine.
+
+`torchrun_command` is the exact command to type on each node. `run_local_nodes` starts
+that command once per "node" on localhost, which is how the course shows (and tests) a
+multi-node job without a cluster: each agent is a separate torchrun with its own node rank,
+they meet at one rendezvous address, and the ranks form one process group.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from ..core.errors import LaunchError
+from .bootstrap import THREADS_VAR, threads_per_rank
+from .torchrun import RESULTS_PREFIX
+
+
+def torchrun_command(
+    target: str | None,
+    *,
+    nnodes: int,
+    nproc_per_node: int,
+    node_rank: int,
+    master_addr: str,
+    master_port: int = 29500,
+    backend: str = "auto",
+    python: str = "python",
+    module: str = "course_utils.ranks.torchrun",
+    module_args: list[str] | None = None,
+) -> list[str]:
+    """The command to run on node `node_rank` (all nodes use the same master address and port).
+
+    By default every rank runs `course_utils.ranks.torchrun TARGET`; give `module` and `module_args`
+    to run another script, such as `course_utils.ddp.torchrun_train`.
+    """
+    if module_args is None:
+        module_args = [target, f"--backend={backend}"]
+    return [
+        python, "-m", "torch.distributed.run",
+        f"--nnodes={nnodes}",
+        f"--nproc-per-node={nproc_per_node}",
+        f"--node-rank={node_rank}",
+        f"--master-addr={master_addr}",
+        f"--master-port={master_port}",
+        "-m", module, *module_args,
+    ]  # fmt: skip
+
+
+def free_port() -> int:
+    """A port the OS just handed out, so two rehearsals never share a rendezvous."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def run_local_nodes(
+    target: str | None,
+    nnodes: int = 2,
+    nproc_per_node: int = 1,
+    backend: str = "gloo",
+    timeout: float = 120.0,
+    echo: bool = True,
+    module: str = "course_utils.ranks.torchrun",
+    module_args: list[str] | None = None,
+) -> list:
+    """Run `target` (or `module`) as an `nnodes`-node torchrun job on localhost.
+
+    Returns what rank 0 reported for every rank, in rank order.
+    """
+    port = free_port()
+    env = {**os.environ, "GLOO_SOCKET_IFNAME": os.environ.get("GLOO_SOCKET_IFNAME", _lo())}
+    env[THREADS_VAR] = str(threads_per_rank(nnodes * nproc_per_node))  # all "nodes" share cores
+    logs = [
+        Path(tempfile.mkstemp(prefix=f"course-node{n}-", suffix=".log")[1]) for n in range(nnodes)
+    ]
+    agents = []
+    own_exit: dict[int, int] = {}  # exit codes of agents that ended by themselves
+    try:
+        for n in range(nnodes):
+            cmd = torchrun_command(
+                target, nnodes=nnodes, nproc_per_node=nproc_per_node, node_rank=n,
+                master_addr="127.0.0.1", master_port=port, backend=backend, python=sys.executable,
+                module=module, module_args=module_args,
+            )  # fmt: skip
+            with open(logs[n], "wb") as log:
+                agents.append(
+                    subprocess.Popen(
+                        cmd,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        env=env,
+                        start_new_session=True,
+                        preexec_fn=_die_with_parent,
+                    )  # fmt: skip
+                )
+        deadline = time.monotonic() + timeout
+        while any(a.poll() is None for a in agents):
+            if time.monotonic() > deadline:
+                raise LaunchError(
+                    f"the {nnodes}-node torchrun job did not finish within {timeout:g} s; "
+                    "every agent was stopped. Its logs are printed above."
+                )
+            if any(a.poll() not in (None, 0) for a in agents):
+                break  # one node failed: the others would wait for it until the timeout
+            time.sleep(0.1)
+    finally:
+        own_exit = {n: a.poll() for n, a in enumerate(agents) if a.poll() is not None}
+        for agent in agents:
+            _kill_group(agent)
+        texts = [log.read_text(errors="replace") for log in logs]
+        for log in logs:
+            log.unlink(missing_ok=True)
+        failed = sorted(n for n, code in own_exit.items() if code != 0)
+        failed = failed or [n for n, a in enumerate(agents) if a.returncode != 0]
+        if echo or failed or len(agents) < nnodes:  # a failure always shows its logs
+            for n, text in enumerate(texts):
+                for line in text.splitlines():
+                    print(f"[node {n}] {line}")
+    if failed:
+        raise LaunchError(
+            f"node {failed[0]} of the {nnodes}-node torchrun job exited with code "
+            f"{own_exit.get(failed[0], agents[failed[0]].returncode)}; the logs are printed above.",
+            rank=None,
+        )
+    for text in texts:
+        for line in text.splitlines():
+            if line.startswith(RESULTS_PREFIX):
+                return json.loads(line[len(RESULTS_PREFIX) :])
+    raise LaunchError("the torchrun job finished but rank 0 printed no results line.")
+
+
+def _lo() -> str:
+    from .bootstrap import loopback_interface
+
+    return loopback_interface() or "lo"
+
+
+def _kill_group(agent: subprocess.Popen) -> None:
+    if agent.poll() is None:
+        try:
+            os.killpg(agent.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    agent.wait(timeout=10)

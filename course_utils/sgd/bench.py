@@ -1,0 +1,57 @@
+"""Inter-model parallelism: the report's 4-trial batch-size sweep with -j 1 and with -j 2.
+
+`--seeds 2` runs each batch size twice, as notebook 01 does (eight trials, better balanced).
+"""
+
+from __future__ import annotations
+
+NAME = "sweep"
+HELP = "wall time of the profile's 4-trial batch-size sweep, one at a time and two at a time"
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--epochs", type=int, default=None, help="default: the profile's")
+    parser.add_argument("--jobs", type=int, nargs="+", default=[1, 2], help="default: 1 2")
+    parser.add_argument("--seeds", type=int, default=1, help="trials per batch size")
+
+
+def run(args) -> dict:
+    from ..core import profiles
+    from . import sweep
+
+    sizes = profiles.current().sgd
+    config = {
+        "algorithm": "grid",
+        "parameters": {
+            "batch_size": {"values": list(sizes.batch_sizes)},
+            "seed": {"values": list(range(args.seeds))},
+        },
+        "spec": {"metric": "val_loss", "objective": "minimize"},
+    }
+    if args.epochs:
+        config["parameters"]["epochs"] = {"values": [args.epochs]}
+    seconds, trial_seconds = {}, {}
+    for jobs in args.jobs:
+        result = sweep.run(config, jobs=jobs)
+        if result.failed:
+            raise RuntimeError(f"trial {result.failed[0].index} failed: {result.failed[0].error}")
+        seconds[jobs] = result.seconds
+        trial_seconds[jobs] = [round(t.seconds, 3) for t in result.trials]
+    first, last = args.jobs[0], args.jobs[-1]
+    return {
+        "benchmark": NAME,
+        "profile": profiles.current().name,
+        "trials": len(trial_seconds[first]),
+        "batch_sizes": list(sizes.batch_sizes),
+        **{f"seconds_j{j}": round(s, 3) for j, s in seconds.items()},
+        **{f"trial_seconds_j{j}": t for j, t in trial_seconds.items()},
+        f"ratio_j{first}_over_j{last}": round(seconds[first] / seconds[last], 3),
+        "ideal_ratio": round(
+            _ideal(trial_seconds[first], first) / _ideal(trial_seconds[first], last), 3
+        ),
+    }
+
+
+def _ideal(trial_seconds: list[float], jobs: int) -> float:
+    """The shortest a search could take on `jobs` lanes: its longest trial, or its share."""
+    return max(max(trial_seconds), sum(trial_seconds) / jobs)

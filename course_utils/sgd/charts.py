@@ -1,0 +1,127 @@
+"""Charts for notebook 01: GD vs SGD vs mini-batch, gradient noise, the batch-size sweep."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+
+from ..core.style import PALETTE, new_figure
+
+__all__ = ["gd_sgd_minibatch", "gradient_noise", "runtime_and_accuracy", "sweep_timeline"]
+
+
+def gd_sgd_minibatch(runs: dict, train_size: int):
+    """Loss against updates, passes over the data and seconds, one panel each.
+
+    `runs` maps a label to a History evaluated along the way (`eval_*` lists); the three
+    x-axes are what each method is cheap or expensive in.
+    """
+    fig, axes = new_figure(ncols=3, width=4.4, height=3.4)
+    axes_by = (
+        ("updates", lambda h: [max(s, 0.5) for s in h.eval_step], "updates (log)"),
+        ("passes", lambda h: [max(n / train_size, 1e-3) for n in h.eval_samples], "epochs (log)"),
+        ("seconds", lambda h: [max(s, 1e-3) for s in h.eval_seconds], "training time, s (log)"),
+    )
+    for ax, (_, xs, label) in zip(axes, axes_by, strict=True):
+        for color, (name, history) in zip(PALETTE, runs.items(), strict=False):
+            ax.plot(xs(history), history.eval_loss, color=color, label=name, lw=1.8)
+        ax.set_xscale("log")
+        ax.set_xlabel(label)
+    axes[0].set_ylabel("training loss (cross-entropy)")
+    axes[0].set_title("per update, GD's exact gradient wins")
+    axes[1].set_title("per pass over the data, SGD wins")
+    axes[2].set_title("per second, mini-batches win")
+    axes[0].legend()
+    fig.tight_layout()
+    plt.close(fig)
+    return fig
+
+
+def gradient_noise(batch_sizes, variance, predicted):
+    """Measured mini-batch gradient variance on log-log axes, with the sigma^2/B line."""
+    fig, (ax,) = new_figure(width=5.5, height=3.8)
+    ax.loglog(batch_sizes, predicted, "--", color=PALETTE[7], label=r"law: $\sigma^2 / B$")
+    ax.loglog(batch_sizes, variance, "o", color=PALETTE[3], ms=7, label="measured")
+    ax.set_xlabel("batch size B (samples, log)")
+    ax.set_ylabel(r"$E\,\|g_B - g\|^2$ (log)")
+    ax.set_title("gradient noise falls as 1/B")
+    ax.legend()
+    fig.tight_layout()
+    plt.close(fig)
+    return fig
+
+
+def runtime_and_accuracy(batch_sizes, seconds_per_epoch, test_acc, lr=None):
+    """The report's two panels: time per epoch and test accuracy for each batch size."""
+    fig, (left, right) = new_figure(ncols=2, width=4.8, height=3.6)
+    labels = [str(b) for b in batch_sizes]
+    colors = [PALETTE[i % len(PALETTE)] for i in range(len(labels))]
+    left.bar(labels, seconds_per_epoch, color=colors)
+    left.set_xlabel("batch size (samples)")
+    left.set_ylabel("training time per epoch (s)")
+    left.set_title("larger batches finish an epoch faster")
+    right.bar(labels, [100 * a for a in test_acc], color=colors)
+    right.set_xlabel("batch size (samples)")
+    right.set_ylabel("test accuracy (%)")
+    at = f" of {lr:g}" if lr is not None else ""
+    right.set_title(f"...but learn less at a fixed lr{at}")
+    fig.tight_layout()
+    plt.close(fig)
+    return fig
+
+
+def sweep_timeline(results: dict):
+    """Each trial as a bar on its lane, one panel per sweep: what ran when, and the makespan.
+
+    `results` maps a label (e.g. 'jobs=1') to a SweepResult; the x-axes are shared, so
+    the shorter panel is the faster search. Bars are labelled with their parameter values.
+    """
+    heights = [0.9 + 0.45 * r.jobs for r in results.values()]
+    fig, axes = plt.subplots(
+        len(results),
+        1,
+        figsize=(9.0, sum(heights) + 0.6),
+        sharex=True,
+        gridspec_kw={"height_ratios": heights},
+        squeeze=False,
+    )
+    axes = list(axes.flat)
+    end = max(r.seconds for r in results.values())
+    first_values = []  # trials sharing their first parameter's value share a colour
+    for result in results.values():
+        for t in result.trials:
+            value = next(iter(t.params.values()), None)
+            if value not in first_values:
+                first_values.append(value)
+    for ax, (label, result) in zip(axes, results.items(), strict=True):
+        for t in result.trials:
+            k = first_values.index(next(iter(t.params.values()), None)) % len(PALETTE)
+            color = PALETTE[k] if t.ok else "#BBBBBB"
+            ax.barh(t.slot, t.seconds, left=t.start, color=color, edgecolor="white", height=0.7)
+            if t.seconds > 0.05 * end:
+                name = "/".join(f"{v:g}" if _number(v) else str(v) for v in t.params.values())
+                dark = t.ok and k in (0, 2, 3, 4, 7)
+                ax.text(
+                    t.start + t.seconds / 2,
+                    t.slot,
+                    name,
+                    ha="center",
+                    va="center",
+                    fontsize=9,
+                    color="white" if dark else "black",
+                )
+        ax.axvline(result.seconds, color=PALETTE[7], ls="--", lw=1)
+        ax.set_yticks(range(result.jobs), [f"lane {s}" for s in range(result.jobs)])
+        ax.set_ylim(result.jobs - 0.5, -0.5)
+        ax.set_xlim(0, end * 1.02)
+        ax.set_title(f"{label}: done after {result.seconds:.1f} s (dashed)", fontsize=10)
+        ax.grid(axis="y", visible=False)
+    names = ", ".join(next(iter(results.values())).trials[0].params) if results else ""
+    axes[-1].set_xlabel(f"wall-clock time since the search started (s); bars labelled by {names}")
+    fig.suptitle("side by side, the search ends with its busiest lane, not the sum of its trials")
+    fig.tight_layout()
+    plt.close(fig)
+    return fig
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)

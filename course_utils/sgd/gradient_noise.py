@@ -1,0 +1,102 @@
+"""How noisy a mini-batch gradient is, measured, against the 1/B law.
+
+A mini-batch gradient is the mean of B per-sample gradients. Drawn with replacement, its
+expected squared distance from the full gradient is exactly sigma^2 / B, where sigma^2 is
+the mean squared distance of one sample's gradient from the full gradient. We compute
+sigma^2 exactly (per-sample gradients with torch.func, in chunks) and measure the
+mini-batch variance by drawing batches, so the law is checked, not assumed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.func import functional_call, grad, vmap
+
+from ..core.training import as_tensors, torch_threads
+
+
+@dataclass
+class GradientNoise:
+    batch_sizes: list[int]
+    variance: list[float]  # measured E||g_B - g||^2 for each batch size
+    per_sample_variance: float  # sigma^2, so the law predicts sigma^2 / B
+    draws: int
+    full_gradient_norm_sq: float
+
+    @property
+    def predicted(self) -> list[float]:
+        return [self.per_sample_variance / b for b in self.batch_sizes]
+
+    @property
+    def ratio_to_law(self) -> list[float]:
+        return [m / p for m, p in zip(self.variance, self.predicted, strict=True)]
+
+
+def _flat_grad(model: nn.Module, loss_fn, x, y) -> torch.Tensor:
+    model.zero_grad(set_to_none=True)
+    loss_fn(model(x), y).backward()
+    return torch.cat([p.grad.reshape(-1) for p in model.parameters()])
+
+
+def per_sample_variance(model: nn.Module, x, y, loss_fn, full: torch.Tensor, chunk=512) -> float:
+    """sigma^2 = mean_i ||g_i - g||^2 = mean_i ||g_i||^2 - ||g||^2, from per-sample gradients."""
+    params = {k: v.detach() for k, v in model.named_parameters()}
+
+    def sample_loss(p, xi, yi):
+        return loss_fn(functional_call(model, p, (xi.unsqueeze(0),)), yi.unsqueeze(0))
+
+    per_sample = vmap(grad(sample_loss), in_dims=(None, 0, 0))
+    total = 0.0
+    for start in range(0, len(x), chunk):
+        grads = per_sample(params, x[start : start + chunk], y[start : start + chunk])
+        total += sum(float(g.pow(2).sum()) for g in grads.values())
+    return total / len(x) - float(full.pow(2).sum())
+
+
+def measure(
+    model: nn.Module,
+    dataset,
+    batch_sizes: tuple[int, ...],
+    draws: int = 64,
+    seed: int = 0,
+    loss_fn=None,
+    threads: int | None = None,
+) -> GradientNoise:
+    """Mini-batch gradient variance at the model's current weights, for each batch size.
+
+    `threads` caps torch's threads for the call, as in `training.train`.
+    """
+    if draws < 2:
+        raise ValueError(f"draws must be >= 2 to estimate a variance, got {draws}.")
+    with torch_threads(threads):
+        return _measure(model, dataset, batch_sizes, draws, seed, loss_fn or nn.CrossEntropyLoss())
+
+
+def _measure(model, dataset, batch_sizes, draws, seed, loss_fn) -> GradientNoise:
+    x, y = as_tensors(dataset).tensors
+    device = next(model.parameters()).device
+    x, y = x.to(device), y.to(device)
+    was_training = model.training
+    model.eval()  # no dropout noise mixed into the sampling noise
+    full = _flat_grad(model, loss_fn, x, y)
+    sigma2 = per_sample_variance(model, x, y, loss_fn, full)
+    generator = torch.Generator().manual_seed(seed)
+    variances = []
+    for b in batch_sizes:
+        total = 0.0
+        for _ in range(draws):
+            index = torch.randint(len(x), (b,), generator=generator).to(device)
+            total += float((_flat_grad(model, loss_fn, x[index], y[index]) - full).pow(2).sum())
+        variances.append(total / draws)
+    model.zero_grad(set_to_none=True)
+    model.train(was_training)
+    return GradientNoise(
+        batch_sizes=list(batch_sizes),
+        variance=variances,
+        per_sample_variance=sigma2,
+        draws=draws,
+        full_gradient_norm_sq=float(full.pow(2).sum()),
+    )

@@ -1,0 +1,300 @@
+"""Inter-model parallelism: a hyperparameter search whose trials run side by side.
+
+A config of the report's shape (`algorithm`, `parameters`, `spec`, `budget`, `seed`) is
+checked in full before anything starts (`sweep_config.validate`), then each trial runs
+in its own process, `jobs` at a time, its threads capped (one when forked, its share of
+the cores when spawned), on its own GPU where there are GPUs, and tied to this process's
+life. A trial that fails is
+recorded with its error while the others go on; whatever happens - an error, a timeout,
+an interrupt - no trial process is left running when `run` returns.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import signal
+import sys
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+from multiprocessing.connection import wait
+
+import cloudpickle
+import torch
+
+from ..ranks import bootstrap as rank_setup
+from ..ranks.launch import main_module_hidden
+from .sweep_config import SweepConfigError, resolve_trial, trials_from, validate
+from .trials import train_trial
+
+__all__ = ["SweepConfigError", "SweepResult", "Trial", "cli", "run", "train_trial", "validate"]
+
+
+@dataclass
+class Trial:
+    index: int
+    params: dict
+    metrics: dict | None = None
+    error: str | None = None  # "ValueError: ..." when the trial failed
+    traceback: str | None = None
+    slot: int = 0  # which of the `jobs` lanes ran it
+    start: float = 0.0  # seconds after the sweep started
+    end: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.metrics is not None
+
+    @property
+    def seconds(self) -> float:
+        return self.end - self.start
+
+
+@dataclass
+class SweepResult:
+    config: dict
+    jobs: int
+    seconds: float  # wall time of the whole search
+    trials: list[Trial] = field(default_factory=list)
+
+    @property
+    def metric(self) -> str:
+        return self.config["spec"]["metric"]
+
+    @property
+    def best(self) -> Trial | None:
+        done = [t for t in self.trials if t.ok]
+        if not done:
+            return None
+        sign = 1 if self.config["spec"]["objective"] == "minimize" else -1
+        return min(done, key=lambda t: sign * t.metrics[self.metric])
+
+    def mean_by(self, parameter: str, metric: str) -> dict:
+        """The metric averaged over the successful trials sharing each value of `parameter`."""
+        groups: dict = {}
+        for t in self.trials:
+            if t.ok:
+                groups.setdefault(t.params[parameter], []).append(t.metrics[metric])
+        return {value: sum(v) / len(v) for value, v in groups.items()}
+
+    @property
+    def failed(self) -> list[Trial]:
+        return [t for t in self.trials if not t.ok]
+
+    def table(self) -> str:
+        """One line per trial: its parameters, the metric, its time, or its error."""
+        best = self.best
+        lines = []
+        for t in self.trials:
+            params = ", ".join(f"{k}={v:g}" if _num(v) else f"{k}={v}" for k, v in t.params.items())
+            outcome = f"{self.metric}={t.metrics[self.metric]:.4f}" if t.ok else f"FAILED {t.error}"
+            mark = "  <- best" if t is best else ""
+            lines.append(f"trial {t.index:>2}  {params:<30} {outcome}  {t.seconds:6.2f} s{mark}")
+        return "\n".join(lines)
+
+    def as_dict(self) -> dict:
+        best = self.best
+        return {
+            "jobs": self.jobs,
+            "seconds": self.seconds,
+            "metric": self.metric,
+            "objective": self.config["spec"]["objective"],
+            "trials": [{**asdict(t), "seconds": t.seconds} for t in self.trials],
+            "best": None if best is None else {**asdict(best), "seconds": best.seconds},
+        }
+
+
+def _plain(v):
+    """A tensor or numpy scalar as a Python number, so results print and dump as JSON."""
+    return v.item() if hasattr(v, "item") and getattr(v, "ndim", 0) == 0 else v
+
+
+def _num(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def run(
+    config: dict,
+    jobs: int = 2,
+    trial=None,
+    timeout: float | None = None,
+    start_method: str | None = None,
+) -> SweepResult:
+    """Validate `config`, then run its trials `jobs` at a time, each in its own process.
+
+    `trial` is the function a trial calls with its parameters (default: the config's
+    `trial`, else `train_trial`); it must return a dict holding the spec's metric.
+    `timeout` (seconds) stops a trial that runs longer and records it as failed. Trials
+    are forked (instant) unless CUDA is initialised here; a forked trial runs one thread,
+    since GNU OpenMP hangs in a child that uses several after its parent did. With
+    `start_method="spawn"` each trial gets its share of the cores instead.
+    """
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f"jobs must be a whole number >= 1, got {jobs!r}.")
+    fn = trial or resolve_trial(config.get("trial") if isinstance(config, dict) else None)
+    config = validate(config, fn)
+    trials = [Trial(i, params) for i, params in enumerate(trials_from(config))]
+    payload = cloudpickle.dumps(fn)
+    method = start_method or ("spawn" if torch.cuda.is_initialized() else "fork")
+    ctx = mp.get_context(method)
+    threads = rank_setup.threads_for(min(jobs, len(trials)), method)
+    if method == "fork":
+        _warm_up()
+    gpus = _visible_gpus()
+    pending, running = list(trials), {}  # slot -> (process, connection, trial)
+    started = time.perf_counter()
+    try:
+        while pending or running:
+            for slot in range(jobs):
+                if slot not in running and pending:
+                    t = pending.pop(0)
+                    t.slot, t.start = slot, time.perf_counter() - started
+                    gpu = gpus[slot % len(gpus)] if gpus else None
+                    with main_module_hidden(method):
+                        running[slot] = (*_start(ctx, payload, t.params, threads, gpu), t)
+            _collect(running, started, timeout)
+    finally:
+        for process, conn, _ in running.values():
+            _kill(process)
+            conn.close()
+    metric = config["spec"]["metric"]
+    for t in trials:
+        if t.metrics is not None and metric not in t.metrics:
+            t.error = f"KeyError: the trial returned no {metric!r}, only {', '.join(t.metrics)}"
+    return SweepResult(config, jobs, time.perf_counter() - started, trials)
+
+
+def _warm_up() -> None:
+    """One tiny SGD step here, so that forked trials inherit torch's lazily loaded modules.
+
+    Otherwise every trial pays about a second of first-use imports, which would be
+    counted as its training time.
+    """
+    layer = torch.nn.Linear(2, 2)
+    layer(torch.zeros(1, 2)).sum().backward()
+    torch.optim.SGD(layer.parameters(), lr=0.1).step()
+
+
+def _visible_gpus() -> list[str]:
+    if not torch.cuda.is_available():
+        return []
+    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if listed:
+        return [g.strip() for g in listed.split(",") if g.strip()]
+    return [str(i) for i in range(torch.cuda.device_count())]
+
+
+def _start(ctx, payload: bytes, params: dict, threads: int, gpu: str | None):
+    read, write = ctx.Pipe(duplex=False)
+    args = (payload, params, threads, gpu, os.getpid(), write)
+    process = ctx.Process(target=_trial_main, args=args, name="course-trial", daemon=True)
+    process.start()
+    write.close()
+    return process, read
+
+
+def _trial_main(payload, params, threads, gpu, parent_pid, conn) -> None:
+    """In the trial's process: cap threads, pick the GPU, run, send back metrics or the error."""
+    os.setpgid(0, 0)  # own process group, so a kill also reaches what the trial started
+    rank_setup.tie_to_parent(parent_pid)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; it kills us on interrupt
+    # A notebook's streams wait on the kernel's I/O thread, which a forked child lacks: a
+    # print or flush would hang forever. Write to the process's own file descriptors.
+    sys.stdout = open(1, "w", buffering=1, closefd=False, errors="replace")
+    sys.stderr = open(2, "w", buffering=1, closefd=False, errors="replace")
+    os.environ["OMP_NUM_THREADS"] = str(threads)
+    torch.set_num_threads(threads)
+    if gpu is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = gpu
+    try:
+        metrics = cloudpickle.loads(payload)(**params)
+        if not isinstance(metrics, dict):
+            raise TypeError(f"a trial must return a dict of metrics, got {type(metrics).__name__}")
+        message = ("ok", {k: _plain(v) for k, v in metrics.items()})
+    except BaseException as exc:  # noqa: BLE001 - every failure must reach the parent
+        text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        message = ("error", (f"{type(exc).__name__}: {exc}", text))
+    try:
+        conn.send(message)
+    except Exception as exc:  # metrics that cannot be pickled
+        conn.send(("error", (f"{type(exc).__name__}: {exc}", "")))
+    sys.stdout.flush()
+    os._exit(0)
+
+
+def _collect(running: dict, started: float, timeout: float | None) -> None:
+    """Wait for the next trial to finish (or time out) and record its outcome."""
+    waits = {}
+    for slot, (process, conn, _) in running.items():
+        waits[conn] = waits[process.sentinel] = slot
+    ready = wait(list(waits), timeout=1.0 if timeout else None)
+    now = time.perf_counter() - started
+    for slot in sorted({waits[obj] for obj in ready}):
+        process, conn, t = running.pop(slot)
+        if conn.poll():
+            try:
+                status, body = conn.recv()
+            except (EOFError, OSError):
+                status, body = "error", (f"the trial process {_exit_reason(process)}", "")
+        else:
+            status, body = "error", (f"the trial process {_exit_reason(process)}", "")
+        if status == "ok":
+            t.metrics = body
+        else:
+            t.error, t.traceback = body
+        t.end = now
+        _kill(process)
+        conn.close()
+    if timeout:
+        for slot in [s for s, (*_, t) in running.items() if now - t.start > timeout]:
+            process, conn, t = running.pop(slot)
+            _kill(process)
+            conn.close()
+            t.error, t.end = f"TimeoutError: stopped after {timeout:g} s", now
+
+
+def _exit_reason(process) -> str:
+    process.join(timeout=1.0)
+    code = process.exitcode
+    if code is not None and code < 0:
+        return f"was killed by {signal.Signals(-code).name} before returning metrics"
+    return f"exited with code {code} before returning metrics"
+
+
+def _kill(process) -> None:
+    """Stop the trial and anything it started, and reap it."""
+    if process.pid is not None:
+        for kill in (os.killpg, os.kill):
+            try:
+                kill(process.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+    process.join(timeout=5.0)
+
+
+def cli(args) -> int:
+    """`python -m course_utils sweep CONFIG.json -j N [--json]`: 0 when a trial succeeded."""
+    try:
+        with open(args.config) as f:
+            config = json.load(f)
+    except FileNotFoundError:
+        print(f"sweep: no config file {args.config!r}.", file=sys.stderr)
+        return 2
+    except json.JSONDecodeError as exc:
+        print(f"sweep: {args.config} is not valid JSON ({exc}).", file=sys.stderr)
+        return 2
+    try:
+        result = run(config, jobs=args.jobs)
+    except (SweepConfigError, ValueError) as exc:
+        print(f"sweep: bad config {args.config}: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(result.as_dict(), indent=1, default=str))
+    else:
+        print(result.table())
+        print(f"{len(result.trials)} trials, {args.jobs} at a time, in {result.seconds:.1f} s")
+    for t in result.failed:
+        print(f"trial {t.index} failed: {t.error}", file=sys.stderr)
+    return 0 if result.best is not None else 1

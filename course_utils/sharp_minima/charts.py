@@ -1,0 +1,96 @@
+"""Charts for notebook 02: where small- and large-batch training end, and how sharp it is there."""
+
+from __future__ import annotations
+
+import math
+
+import matplotlib.pyplot as plt
+
+from ..core.style import PALETTE, new_figure
+
+__all__ = ["sharpness_by_batch", "line_between_solutions"]
+
+_MEASURES = (
+    ("test_acc", "test accuracy (%)", 100.0),
+    ("sharpness", "epsilon-sharpness (% loss rise)", 1.0),
+    ("hessian", "top Hessian eigenvalue", 1.0),
+)
+
+
+def sharpness_by_batch(small: dict, large: dict, labels=("small batch", "large batch")):
+    """Test accuracy and both sharpness measures, one panel each: a dot per seed, the mean
+    as a bar, and a grey line joining the two runs of each seed.
+
+    `small` and `large` map "test_acc", "sharpness" and "hessian" to one value per seed
+    (the same seeds, in the same order).
+    """
+    fig, axes = new_figure(ncols=3, width=3.6, height=3.4)
+    for ax, (key, label, scale) in zip(axes, _MEASURES, strict=True):
+        a = [scale * v for v in small[key]]
+        b = [scale * v for v in large[key]]
+        ax.bar([0, 1], [sum(a) / len(a), sum(b) / len(b)], color=PALETTE[:2], alpha=0.35, width=0.6)
+        for i, (u, v) in enumerate(zip(a, b, strict=True)):
+            ax.plot([0, 1], [u, v], color="#999999", lw=1, zorder=2)
+            ax.plot(
+                [0, 1],
+                [u, v],
+                "o",
+                ms=6,
+                color=PALETTE[7],
+                zorder=3,
+                label="one seed" if i == 0 else None,
+            )
+        ax.set_xticks([0, 1], labels)
+        ax.set_ylabel(label)
+        if key == "test_acc":
+            low = min(a + b)
+            ax.set_ylim(max(0.0, low - 10), max(a + b) + 3)
+    axes[0].legend(loc="lower left", fontsize=8)
+    axes[0].set_title("the large batch tests worse", fontsize=10)
+    axes[1].set_title("its box around the minimum rises more", fontsize=10)
+    axes[2].set_title("and its valley curves more", fontsize=10)
+    fig.suptitle(
+        "both fit the training set; the large-batch solution is sharper and generalizes worse"
+    )
+    fig.tight_layout()
+    plt.close(fig)
+    return fig
+
+
+def line_between_solutions(alphas, lines: list[dict], labels=("small batch", "large batch")):
+    """Loss and accuracy along (1 - a) * small + a * large, one thin line per seed.
+
+    Each entry of `lines` maps "train_loss", "test_loss", "train_acc", "test_acc" to one
+    value per alpha. The small-batch solution sits at a=0, the large-batch one at a=1.
+    """
+    fig, (left, right) = new_figure(ncols=2, width=5.2, height=3.8)
+    styles = (("train", "-", PALETTE[0]), ("test", "--", PALETTE[3]))
+    for i, line in enumerate(lines):
+        for split, ls, color in styles:
+            first = i == 0
+            loss = [v if math.isfinite(v) else float("nan") for v in line[f"{split}_loss"]]
+            left.plot(alphas, loss, ls, color=color, lw=1.4, label=f"{split}" if first else None)
+            acc = [100 * v for v in line[f"{split}_acc"]]
+            right.plot(alphas, acc, ls, color=color, lw=1.4, label=f"{split}" if first else None)
+    for ax in (left, right):
+        for x, name in zip((0, 1), labels, strict=True):
+            ax.axvline(x, color=PALETTE[7], lw=0.8, ls=":")
+            ax.annotate(
+                name,
+                (x, 1.0),
+                xycoords=("data", "axes fraction"),
+                ha="center",
+                va="bottom",
+                fontsize=8,
+            )
+        ax.set_xlabel("alpha: weights (1 - alpha) * small-batch + alpha * large-batch")
+        ax.legend(fontsize=8)
+    left.set_yscale("log")
+    left.set_ylabel("cross-entropy loss (log)")
+    right.set_ylabel("accuracy (%)")
+    fig.suptitle(
+        "walking out of each solution, the loss rises sooner past the large-batch end", y=1.02
+    )
+    fig.tight_layout()
+    plt.close(fig)
+    return fig

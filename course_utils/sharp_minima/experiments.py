@@ -1,0 +1,284 @@
+"""Notebook 02: do large batches end in sharper minima that generalize worse? (Keskar et al.)
+
+A fixed-epoch sweep (notebook 01) mixes two effects: a large batch makes fewer updates,
+and it may also end somewhere worse. Training a small-batch and a large-batch run until
+both fit the training set removes the first: what is left is where they ended. Each run
+is a sweep trial (`fit_trial`) that trains to the fit target and measures the solution -
+test accuracy, Keskar's epsilon-sharpness and the top Hessian eigenvalue on a fixed
+training subset - and returns its weights as a flat array, so the notebook can walk the
+line between the two solutions.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn.utils import parameters_to_vector, vector_to_parameters
+
+from . import landscape
+
+
+def sweep_config(sizes) -> dict:
+    """Both batch sizes, once per seed: the trials the notebook runs side by side."""
+    return {
+        "algorithm": "grid",
+        "parameters": {
+            "batch_size": {"values": [sizes.small_batch, sizes.large_batch]},
+            "seed": {"values": list(sizes.seeds)},
+        },
+        "spec": {"metric": "test_acc", "objective": "maximize"},
+    }
+
+
+def trial_for(sizes):
+    """`fit_trial` with these sizes bound, ready for `sweep.run(config, trial=...)`."""
+    return functools.partial(fit_trial, sizes=sizes)
+
+
+@dataclass
+class Problem:
+    """The tensors every run and every measure shares."""
+
+    x: torch.Tensor  # the training samples the runs must fit
+    y: torch.Tensor
+    x_test: torch.Tensor
+    y_test: torch.Tensor
+    input_shape: tuple
+    num_classes: int
+
+    def to(self, device) -> Problem:
+        moved = (t.to(device) for t in (self.x, self.y, self.x_test, self.y_test))
+        return Problem(*moved, self.input_shape, self.num_classes)
+
+    def measure_set(self, samples: int | None):
+        """The fixed training subset the sharpness measures are taken on."""
+        n = len(self.x) if samples is None else min(samples, len(self.x))
+        return self.x[:n], self.y[:n]
+
+
+def problem(sizes, dataset: str | None = None) -> Problem:
+    """The profile's dataset, its training split cut to `sizes.train_samples`."""
+    from ..core import data, profiles, training
+
+    ds = data.load(dataset or profiles.current().dataset)
+    train_set, _ = data.train_val_split(ds.train, sizes.val_fraction, seed=0)
+    x, y = training.as_tensors(train_set).tensors
+    if sizes.train_samples is not None:
+        x, y = x[: sizes.train_samples], y[: sizes.train_samples]
+    x_test, y_test = ds.test.tensors
+    return Problem(x, y, x_test, y_test, tuple(ds.input_shape), ds.num_classes)
+
+
+def build_model(sizes, prob: Problem, seed: int = 0) -> nn.Module:
+    from ..core import models, profiles
+
+    name = sizes.model or profiles.current().model
+    return models.build(name, prob.input_shape, prob.num_classes, sizes.hidden, seed=seed)
+
+
+def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, chunk: int = 4096):
+    """(mean cross-entropy, accuracy) of `model` on all of x, y."""
+    loss, correct = 0.0, 0
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        for i in range(0, len(x), chunk):
+            out = model(x[i : i + chunk])
+            loss += float(nn.functional.cross_entropy(out, y[i : i + chunk], reduction="sum"))
+            correct += int((out.argmax(1) == y[i : i + chunk]).sum())
+    model.train(was_training)
+    return loss / len(x), correct / len(x)
+
+
+def fit(model, prob: Problem, batch_size: int, lr: float, sizes, seed: int = 0) -> dict:
+    """Train until the training loss falls below `sizes.fit_loss`, checked every few passes.
+
+    Both runs stop at the same loss, so neither is measured further down its valley than
+    the other. The optimizer (and its momentum) lives across the checks; a run that has
+    not fit after `sizes.max_steps` updates stops there and says so in `fitted`.
+    """
+    from ..core import training
+
+    train_set = torch.utils.data.TensorDataset(prob.x, prob.y)
+    loader = training.tensor_loader(train_set, batch_size, seed=seed)
+    optimizer = training.make_optimizer(model, sizes.optimizer, lr, sizes.momentum, 0.0)
+    check_every = max(1, math.ceil(sizes.check_every_steps / len(loader)))
+    epochs, steps, seconds = 0, 0, 0.0
+    train_loss, train_acc = evaluate(model, prob.x, prob.y)
+    while steps < sizes.max_steps and train_loss > sizes.fit_loss:
+        history = training.train(
+            model, loader, epochs=check_every, lr=lr, optimizer=optimizer, threads=sizes.threads
+        )
+        epochs, steps, seconds = (
+            epochs + check_every,
+            steps + history.steps,
+            seconds + history.seconds,
+        )
+        train_loss, train_acc = evaluate(model, prob.x, prob.y)
+        if not math.isfinite(train_loss):
+            break
+    return {
+        "epochs": epochs,
+        "steps": steps,
+        "seconds": seconds,
+        "train_loss": train_loss,
+        "train_acc": train_acc,
+        "fitted": train_loss <= sizes.fit_loss,
+    }
+
+
+def measure(model, prob: Problem, sizes, seed: int = 0) -> dict:
+    """Test accuracy and both sharpness measures of a trained model."""
+    test_loss, test_acc = evaluate(model, prob.x_test, prob.y_test)
+    x, y = prob.measure_set(sizes.measure_samples)
+
+    def closure(m):
+        return nn.functional.cross_entropy(m(x), y)
+
+    return {
+        "test_loss": test_loss,
+        "test_acc": test_acc,
+        "sharpness": landscape.epsilon_sharpness(
+            model, closure, epsilon=sizes.epsilon, steps=sizes.ascent_steps, seed=seed
+        ),
+        "hessian": landscape.top_hessian_eigenvalue(
+            model, closure, iters=sizes.hessian_iters, tol=1e-3, seed=seed
+        ),
+    }
+
+
+def fit_trial(batch_size: int, seed: int = 0, sizes=None) -> dict:
+    """One sweep trial: fit the training set at this batch size, then measure the solution."""
+    from ..core import profiles
+
+    S = sizes or profiles.current().sharp
+    if batch_size not in (S.small_batch, S.large_batch):
+        raise ValueError(
+            f"batch_size must be the small ({S.small_batch}) or large ({S.large_batch}) batch, "
+            f"got {batch_size}."
+        )
+    device = torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
+    prob = problem(S).to(device)
+    model = build_model(S, prob, seed).to(device)
+    lr = S.small_lr if batch_size == S.small_batch else S.large_lr
+    torch.manual_seed(seed)
+    run = fit(model, prob, batch_size, lr, S, seed)
+    return {
+        **run,
+        **measure(model, prob, S, seed),
+        "weights": parameters_to_vector(model.parameters()).detach().cpu().numpy(),
+    }
+
+
+fit_trial.metrics = [
+    "test_acc",
+    "test_loss",
+    "train_acc",
+    "train_loss",
+    "sharpness",
+    "hessian",
+    "epochs",
+    "steps",
+    "seconds",
+    "fitted",
+    "weights",
+]
+
+
+def with_weights(model: nn.Module, weights) -> nn.Module:
+    """`model` with its parameters replaced by the flat `weights` a trial returned."""
+    vector = torch.as_tensor(np.asarray(weights), dtype=torch.float32)
+    with torch.no_grad():
+        vector_to_parameters(vector, model.parameters())
+    return model
+
+
+def along_line(model_a, model_b, prob: Problem, alphas, samples: int | None = None) -> dict:
+    """Loss and accuracy, train and test, at (1 - a) A + a B for each a.
+
+    The losses come from `landscape.loss_along_line`; the accuracies use the same
+    interpolation, so every curve is taken at the same points.
+    """
+    x, y = prob.measure_set(samples)
+
+    def loss_on(xs, ys):
+        return lambda m: nn.functional.cross_entropy(m(xs), ys)
+
+    def acc_on(xs, ys):
+        return lambda m: (m(xs).argmax(1) == ys).float().mean()
+
+    closures = {
+        "train_loss": loss_on(x, y),
+        "test_loss": loss_on(prob.x_test, prob.y_test),
+        "train_acc": acc_on(x, y),
+        "test_acc": acc_on(prob.x_test, prob.y_test),
+    }
+    return landscape.loss_along_line(model_a, model_b, closures, list(alphas))
+
+
+def valley_width(alphas, losses, end: float, rise: float) -> float:
+    """How far (in units of the A-B distance) the loss stays within `rise` of its value at
+    `end` (0 or 1), walking outward from that end, away from the other solution.
+
+    Linear interpolation between the sampled points; the whole sampled stretch if the loss
+    never rises that much.
+    """
+    if end not in (0, 1):
+        raise ValueError(f"end must be 0 (solution A) or 1 (solution B), got {end}.")
+    pts = sorted(zip(alphas, losses, strict=True))
+    outward = [(abs(a - end), v) for a, v in pts if (a <= 0 if end == 0 else a >= 1)]
+    outward.sort()
+    if not outward or outward[0][0] > 1e-9:
+        raise ValueError(f"the line must be sampled at alpha={end} and beyond it.")
+    base = outward[0][1]
+    for (d0, v0), (d1, v1) in zip(outward, outward[1:], strict=False):
+        if not math.isfinite(v1) or v1 - base >= rise:
+            if not math.isfinite(v1) or v1 == v0:
+                return d1
+            return d0 + (d1 - d0) * (base + rise - v0) / (v1 - v0)
+    return outward[-1][0]
+
+
+def by_batch(result, sizes) -> tuple[dict, dict]:
+    """The sweep's trials as two dicts, small and large batch: metric -> one value per seed.
+
+    Seeds come in the order of `sizes.seeds`, so the i-th small and large values are a
+    pair that started from the same weights.
+    """
+    failed = [t for t in result.trials if not t.ok]
+    if failed:
+        raise RuntimeError(f"{len(failed)} trial(s) failed, first: {failed[0].error}")
+    runs = {(t.params["batch_size"], t.params["seed"]): t.metrics for t in result.trials}
+    sides = []
+    for batch in (sizes.small_batch, sizes.large_batch):
+        metrics = [runs[batch, seed] for seed in sizes.seeds]
+        sides.append({key: [m[key] for m in metrics] for key in metrics[0]})
+    return sides[0], sides[1]
+
+
+def table(small: dict, large: dict, sizes) -> str:
+    """One line per run: how long it took to fit and what it ended with."""
+    lines = [
+        f"{'batch':>5} {'seed':>4} {'epochs':>6} {'updates':>7} {'train loss':>10} "
+        f"{'train acc':>9} {'test acc':>8} {'sharpness %':>11} {'top eig':>7}"
+    ]
+    for batch, side in ((sizes.small_batch, small), (sizes.large_batch, large)):
+        for i, seed in enumerate(sizes.seeds):
+            lines.append(
+                f"{batch:5d} {seed:4d} {side['epochs'][i]:6d} {side['steps'][i]:7d} "
+                f"{side['train_loss'][i]:10.4f} {side['train_acc'][i]:9.4f} "
+                f"{side['test_acc'][i]:8.4f} {side['sharpness'][i]:11.2f} {side['hessian'][i]:7.2f}"
+            )
+    return "\n".join(lines)
+
+
+def line_alphas(sizes) -> list[float]:
+    """Evenly spaced points over `sizes.line_range`, rounded so that 0 and 1 land exactly."""
+    low, high = sizes.line_range
+    n = sizes.line_points
+    return [round(low + (high - low) * i / (n - 1), 10) for i in range(n)]
