@@ -1,8 +1,40 @@
 """Helpers for parallel-training-course: the code its notebooks import.
 
-Heavy code lives here, with tests, so that each notebook keeps only its story: a short
-explanation, a call into this package, a chart from `plots`, and a verdict from `checks`.
-Sizes come from `profiles.current()`; ranks are started with `launch.launch`.
+A notebook's first cell is one line, for example
+`from course_utils import allreduce, checks, launch, profiles`: the shared pieces by name,
+and the folder of its chapter, which re-exports what the notebook calls. Heavy code lives
+in the folders, with tests, so that each notebook keeps only its story.
+
+Names are resolved on first use, so `import course_utils` (the command line, every rank
+under torchrun) does not pay for every chapter's imports.
 """
 
+from __future__ import annotations
+
+import importlib
+
 __version__ = "0.1.0"
+
+_SHARED = {
+    "checks": ("core.checks", None),
+    "data": ("core.data", None),
+    "models": ("core.models", None),
+    "profiles": ("core.profiles", None),
+    "training": ("core.training", None),
+    "verdict": ("core.checks", "verdict"),
+    "launch": ("ranks.launch", "launch"),
+    "live_children": ("ranks.launch", "live_children"),
+    "LaunchError": ("core.errors", "LaunchError"),
+}
+
+__all__ = sorted(_SHARED)
+
+
+def __getattr__(name: str):
+    if name not in _SHARED:
+        raise AttributeError(f"module 'course_utils' has no attribute {name!r}")
+    module_name, attribute = _SHARED[name]
+    module = importlib.import_module(f"{__name__}.{module_name}")
+    value = module if attribute is None else getattr(module, attribute)
+    globals()[name] = value
+    return value

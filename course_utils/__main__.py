@@ -116,9 +116,10 @@ def data_command(args) -> int:
 
 
 def run_notebooks(args) -> int:
+    from .course import notebook_files
     from .course import runner as notebooks
 
-    paths = notebooks.resolve(args.notebooks)
+    paths = notebook_files.resolve(args.notebooks)
     reports = []
     for i, path in enumerate(paths, 1):
         if not args.json:
@@ -142,15 +143,14 @@ def run_notebooks(args) -> int:
 def _refresh_course_map(reports, profile: str | None) -> None:
     """Record the measured times and redraw the README's course map from the notebooks."""
     from .core import profiles
-    from .course import course_map
-    from .course import runner as notebooks
+    from .course import course_map, notebook_files
 
     name = profile or profiles.current().name
     seconds = {r.notebook: r.seconds for r in reports if r.ok}
-    course_map.record_timings(notebooks.NOTEBOOK_DIR, name, seconds)
-    readme = notebooks.NOTEBOOK_DIR.parent / "README.md"
+    course_map.record_timings(notebook_files.NOTEBOOK_DIR, name, seconds)
+    readme = notebook_files.NOTEBOOK_DIR.parent / "README.md"
     if readme.exists():
-        course_map.update_readme(readme, notebooks.NOTEBOOK_DIR)
+        course_map.update_readme(readme, notebook_files.NOTEBOOK_DIR)
 
 
 def sweep_command(args) -> int:

@@ -8,6 +8,7 @@ import nbformat
 import pytest
 
 from course_utils.core.checks import verdict
+from course_utils.course import notebook_files
 from course_utils.course import runner as notebooks
 
 
@@ -50,9 +51,9 @@ def test_an_error_is_reported_with_its_cell(tmp_path):
 
 def test_resolve_by_number_and_refuse_unknown(tmp_path):
     _notebook(tmp_path / "03_x.ipynb", "pass")
-    assert notebooks.resolve(["03"], tmp_path)[0].name == "03_x.ipynb"
+    assert notebook_files.resolve(["03"], tmp_path)[0].name == "03_x.ipynb"
     with pytest.raises(FileNotFoundError, match="known: 03_x.ipynb"):
-        notebooks.resolve(["99"], tmp_path)
+        notebook_files.resolve(["99"], tmp_path)
 
 
 def test_verdict_prints_one_stable_line(capsys):

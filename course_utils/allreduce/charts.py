@@ -13,7 +13,7 @@ __all__ = [
     "allreduce_round",
     "allreduce_rounds",
     "allreduce_timings",
-    "bytes_per_rank",
+    "bytes_per_rank_bars",
     "pingpong_fit",
 ]
 
@@ -129,7 +129,7 @@ def pingpong_fit(nbytes: list, seconds: list, model):
     return _shown_once(fig)
 
 
-def bytes_per_rank(table: dict, floor: dict):
+def bytes_per_rank_bars(table: dict, floor: dict):
     """Bytes the busiest rank sends, as multiples of the message, per algorithm and N.
 
     `table`: {algorithm: {world_size: multiple}}; `floor`: {world_size: 2(N-1)/N}.

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import nbformat
 
+from .notebook_files import course_notebooks
+
 KEY_CHART_TAG = "key-chart"
 START = "<!-- course-map:start (made by python -m course_utils run --write) -->"
 END = "<!-- course-map:end -->"
@@ -69,8 +71,6 @@ def _title(nb) -> str:
 
 def render(notebook_dir: Path, readme_dir: Path) -> str:
     """The course map as a Markdown table, links relative to the README."""
-    from .runner import course_notebooks
-
     timings = load_timings(notebook_dir)
     rows = ["| notebook | what it shows | key chart | cpu | gpu |", "|---|---|---|---|---|"]
     for path in course_notebooks(notebook_dir):

@@ -5,3 +5,48 @@ by hand and with DDP. `experiments`: the report's runs (DistributedSampler, effe
 batch, lr scaling). `cost`: where a DDP step's time goes and what cuts the communication.
 `torchrun_train`: the same training as a script for torchrun on several nodes.
 """
+
+from . import charts, exercises
+from .charts import (
+    accuracy_vs_effective_batch,
+    backward_overlap,
+    compute_vs_communication,
+    curves_overlaid,
+    step_breakdown,
+    step_losses,
+)
+from .cost import (
+    data_parallel_vs_one_device,
+    measure,
+    measure_single,
+    overlap_timeline,
+    standard_variants,
+)
+from .equivalence import Setup, average_gradients
+from .equivalence import equivalence as run_equivalence
+from .exercises import check_average_gradients, check_updates_per_epoch
+from .experiments import compare_with_single, lr_scaling, split_global_batch
+
+__all__ = [
+    "Setup",
+    "accuracy_vs_effective_batch",
+    "average_gradients",
+    "backward_overlap",
+    "charts",
+    "check_average_gradients",
+    "check_updates_per_epoch",
+    "compare_with_single",
+    "compute_vs_communication",
+    "curves_overlaid",
+    "data_parallel_vs_one_device",
+    "exercises",
+    "lr_scaling",
+    "measure",
+    "measure_single",
+    "overlap_timeline",
+    "run_equivalence",
+    "split_global_batch",
+    "standard_variants",
+    "step_breakdown",
+    "step_losses",
+]

@@ -12,7 +12,7 @@ __all__ = [
     "accuracy_vs_effective_batch",
     "step_breakdown",
     "compute_vs_communication",
-    "overlap_timeline",
+    "backward_overlap",
 ]
 
 
@@ -124,7 +124,7 @@ def compute_vs_communication(rows, title: str):
     return _done(fig)
 
 
-def overlap_timeline(timeline: dict, title: str):
+def backward_overlap(timeline: dict, title: str):
     """Backward pass of rank 0: when each layer's gradient is ready, when each bucket is reduced."""
     fig, (ax,) = new_figure(width=7.5, height=3.4)
     ms = 1000

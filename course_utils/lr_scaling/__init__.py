@@ -3,3 +3,35 @@
 Goyal et al. 2017: k times the batch, k times the learning rate, with a gradual warmup;
 the notebook sweeps the batch under three rules and finds where linear scaling breaks.
 """
+
+from . import charts, exercises
+from .charts import accuracy_vs_batch, curves_by_rule, warmup_rescue
+from .exercises import check_curve_distance, check_warmup_lr
+from .experiments import (
+    RULE_LABELS,
+    RULES,
+    scaled_lr,
+    summarize,
+    sweep_config,
+    train_split,
+    trial_for,
+    warmup_for,
+)
+
+__all__ = [
+    "RULES",
+    "RULE_LABELS",
+    "accuracy_vs_batch",
+    "charts",
+    "check_curve_distance",
+    "check_warmup_lr",
+    "curves_by_rule",
+    "exercises",
+    "scaled_lr",
+    "summarize",
+    "sweep_config",
+    "train_split",
+    "trial_for",
+    "warmup_for",
+    "warmup_rescue",
+]

@@ -4,3 +4,29 @@ Tensor parallelism (each layer's neurons split across ranks, `tensor_parallel`),
 pipeline of stages on real ranks (`pipeline`), and the schedules themselves, GPipe and
 1F1B, with their bubble and the activations they hold (`schedules`).
 """
+
+from . import charts, exercises
+from .charts import activations_held, bubble_vs_microbatches, layer_traffic, pipeline_timeline
+from .exercises import check_bubble, check_gpipe_order
+from .pipeline import measure_bubble, mlp, run_pipeline, serial_step, typical_run
+from .schedules import SCHEDULES, simulate
+from .tensor_parallel import bytes_per_layer
+
+__all__ = [
+    "SCHEDULES",
+    "activations_held",
+    "bubble_vs_microbatches",
+    "bytes_per_layer",
+    "charts",
+    "check_bubble",
+    "check_gpipe_order",
+    "exercises",
+    "layer_traffic",
+    "measure_bubble",
+    "mlp",
+    "pipeline_timeline",
+    "run_pipeline",
+    "serial_step",
+    "simulate",
+    "typical_run",
+]

@@ -4,3 +4,47 @@ A synchronous and an asynchronous (Downpour) parameter server on real ranks (`se
 `runs`), stale gradients, a worker that dies, and local SGD with periodic averaging
 (`local_sgd`).
 """
+
+from . import charts, exercises
+from .charts import (
+    averaging_accuracy,
+    lr_sensitivity,
+    ps_loss_curves,
+    ps_traffic,
+    staleness_histogram,
+    updates_by_worker,
+)
+from .exercises import check_server_bytes, check_staleness
+from .local_sgd import AveragingConfig
+from .local_sgd import local_sgd as run_local_sgd
+from .runs import (
+    allreduce_training,
+    evaluate,
+    run_parameter_server,
+    serial_twin,
+    server_config,
+    traffic,
+)
+from .server import WorkerLost
+
+__all__ = [
+    "AveragingConfig",
+    "WorkerLost",
+    "allreduce_training",
+    "averaging_accuracy",
+    "charts",
+    "check_server_bytes",
+    "check_staleness",
+    "evaluate",
+    "exercises",
+    "lr_sensitivity",
+    "ps_loss_curves",
+    "ps_traffic",
+    "run_local_sgd",
+    "run_parameter_server",
+    "serial_twin",
+    "server_config",
+    "staleness_histogram",
+    "traffic",
+    "updates_by_worker",
+]

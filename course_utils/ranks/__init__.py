@@ -5,4 +5,32 @@ pre-flight checks, what a rank does before the learner's function (`bootstrap`),
 process manager that `launch`, the sweep's trials and the local torchrun "nodes" share,
 the torchrun entry point and a rehearsal of several nodes on one machine, with the
 chapter's charts, exercise and start-up benchmark.
+
+The names a notebook calls are resolved on first use: every rank imports this package,
+and should not pay for matplotlib or torchrun's helpers to run the learner's function.
+`launch` itself comes from `course_utils.launch` (this folder's module of that name).
 """
+
+from __future__ import annotations
+
+import importlib
+
+_EXPORTS = {
+    "launch_times": "charts",
+    "check_largest_square": "exercises",
+    "sum_of_ranks": "examples",
+    "whoami": "examples",
+    "live_children": "launch",
+    "run_local_nodes": "local_nodes",
+    "torchrun_command": "local_nodes",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+    globals()[name] = value
+    return value

@@ -5,3 +5,27 @@ report, the gradient noise scale, and the report's parallel hyperparameter searc
 run several at a time from a Comet-style JSON config (`sweep`), which chapters 2 and 3
 reuse for their own sweeps.
 """
+
+from . import charts, exercises
+from .charts import gd_sgd_minibatch, noise_vs_batch, runtime_and_accuracy, sweep_timeline
+from .exercises import check_sgd_epoch, check_sweep_config, check_updates_per_epoch
+from .gradient_noise import measure as measure_gradient_noise
+from .sweep import SweepConfigError, SweepResult, train_trial
+from .sweep import run as run_sweep
+
+__all__ = [
+    "SweepConfigError",
+    "SweepResult",
+    "charts",
+    "check_sgd_epoch",
+    "check_sweep_config",
+    "check_updates_per_epoch",
+    "exercises",
+    "gd_sgd_minibatch",
+    "measure_gradient_noise",
+    "noise_vs_batch",
+    "run_sweep",
+    "runtime_and_accuracy",
+    "sweep_timeline",
+    "train_trial",
+]

@@ -6,7 +6,7 @@ import matplotlib.pyplot as plt
 
 from ..core.style import PALETTE, new_figure
 
-__all__ = ["gd_sgd_minibatch", "gradient_noise", "runtime_and_accuracy", "sweep_timeline"]
+__all__ = ["gd_sgd_minibatch", "noise_vs_batch", "runtime_and_accuracy", "sweep_timeline"]
 
 
 def gd_sgd_minibatch(runs: dict, train_size: int):
@@ -36,7 +36,7 @@ def gd_sgd_minibatch(runs: dict, train_size: int):
     return fig
 
 
-def gradient_noise(batch_sizes, variance, predicted):
+def noise_vs_batch(batch_sizes, variance, predicted):
     """Measured mini-batch gradient variance on log-log axes, with the sigma^2/B line."""
     fig, (ax,) = new_figure(width=5.5, height=3.8)
     ax.loglog(batch_sizes, predicted, "--", color=PALETTE[7], label=r"law: $\sigma^2 / B$")

@@ -4,3 +4,42 @@ It trains a small and a large batch to the same training loss and measures where
 landed: epsilon-sharpness, the top Hessian eigenvalue, and the loss along the line between
 the two solutions (`landscape`), with the test accuracy that goes with them.
 """
+
+from . import charts, exercises
+from .charts import line_between_solutions, sharpness_by_batch
+from .exercises import check_box_sharpness, check_top_eigenvalue
+from .experiments import (
+    along_line,
+    build_model,
+    by_batch,
+    line_alphas,
+    problem,
+    sweep_config,
+    table,
+    trial_for,
+    valley_width,
+    with_weights,
+)
+from .landscape import epsilon_sharpness, loss_along_line, top_hessian_eigenvalue
+
+__all__ = [
+    "along_line",
+    "build_model",
+    "by_batch",
+    "charts",
+    "check_box_sharpness",
+    "check_top_eigenvalue",
+    "epsilon_sharpness",
+    "exercises",
+    "line_alphas",
+    "line_between_solutions",
+    "loss_along_line",
+    "problem",
+    "sharpness_by_batch",
+    "sweep_config",
+    "table",
+    "top_hessian_eigenvalue",
+    "trial_for",
+    "valley_width",
+    "with_weights",
+]

@@ -1,0 +1,177 @@
+"""The sizes of each chapter's experiments, one dataclass per chapter.
+
+The defaults are the `cpu` profile's (every notebook under 2 minutes on 2 cores); a
+profile in `profiles` overrides what it runs bigger.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SgdSizes:
+    """Notebook 01: GD vs SGD vs mini-batch, gradient noise, the batch-size sweep, the search."""
+
+    # the report's batch-size sweep at a constant learning rate, and its parallel search
+    epochs: int = 10
+    batch_sizes: tuple[int, ...] = (8, 32, 128, 512)
+    lr: float = 0.001
+    momentum: float = 0.9
+    optimizer: str = "sgd"
+    hidden: int | None = None  # model width; None keeps the model's own default
+    val_fraction: float = 0.2
+    threads: int | None = 1  # torch threads per training process; None leaves torch's choice
+    sweep_jobs: int = 2
+    sweep_seeds: tuple[int, ...] = (0,)  # each batch size trained once per seed
+    timing_attempts: int = 2  # on a busy machine, time both searches again, keep the best
+    # full-batch GD, batch-1 SGD and mini-batch SGD on the same samples at one lr
+    compare_samples: int | None = None  # training samples they share; None: the whole split
+    compare_lr: float = 0.05
+    gd_steps: int = 200
+    sgd_steps: int = 3000  # batch-1 updates: a bounded part of one pass
+    minibatch_size: int = 32
+    minibatch_epochs: int = 4
+    curve_points: int = 50  # loss evaluations along each run
+    # gradient noise against the 1/B law
+    noise_batch_sizes: tuple[int, ...] = (1, 4, 16, 64, 256, 1024)
+    noise_draws: int = 64
+
+
+@dataclass(frozen=True)
+class CollectivesSizes:
+    """Notebook 05: allreduce algorithms and their cost model."""
+
+    world_sizes: tuple[int, ...] = (2, 4, 8)  # the timing sweep
+    message_bytes: tuple[int, ...] = (1 << 10, 1 << 15, 1 << 20, 1 << 24)
+    repeats: int = 3  # medians over this many timed runs
+    pingpong_bytes: tuple[int, ...] = (1 << 10, 1 << 15, 1 << 20, 1 << 24, 1 << 26)
+    check_world_sizes: tuple[int, ...] = (1, 2, 3, 4, 5, 6, 7, 8)  # against dist.all_reduce
+    check_numels: tuple[int, ...] = (1, 5, 1001)  # smaller than N, odd, larger
+    check_dtypes: tuple[str, ...] = ("float32", "float64", "int64")
+    exercise_timeout: float = 5.0  # seconds before a deadlocked exercise is stopped
+
+
+@dataclass(frozen=True)
+class PipelineSizes:
+    """Notebook 06: model parallelism, pipeline schedules and the bubble.
+
+    Ops are padded with sleep to a slot, so the schedule, not core contention, sets the
+    timelines; slots long against the few-millisecond hand-offs keep the bubble honest.
+    """
+
+    stages: int = 4  # K for the bubble sweep, 1F1B vs GPipe and the unbalanced pipeline
+    microbatches: tuple[int, ...] = (1, 2, 4, 8, 16)  # M for the bubble sweep
+    slot_seconds: float = 0.04  # one forward of one micro-batch on one stage
+    repeats: int = 3  # steps per M; the median bubble is reported
+    picture_stages: int = 3  # the blog's picture: 3 samples over 3 GPUs
+    picture_microbatches: int = 3
+    picture_slot_seconds: float = 0.06
+    compare_microbatches: int = 8  # M for 1F1B against GPipe and for the unbalanced run
+    heavy_stage: int = 1  # the stage made heavier in the unbalanced pipeline
+    heavy_factor: float = 2.0
+    micro_batch_size: int = 8  # samples per micro-batch (MNIST-1D)
+    hidden: int = 32  # width of the small real layer inside every stage
+    tp_ranks: int = 2  # ranks a layer's neurons are split over
+    tp_widths: tuple[int, ...] = (40, 64, 64, 64, 10)  # MNIST-1D in, 10 classes out
+    tp_batch: int = 32
+
+
+@dataclass(frozen=True)
+class DataParallelSizes:
+    """Notebook 04: DDP's equivalence with one big batch, lr scaling, the cost of communication."""
+
+    hidden: int = 64  # width of the MLP every run trains
+    per_rank_batch: int = 8  # the report's 4 x 8 = 32
+    lr: float = 0.05
+    equivalence_steps: int = 20
+    compare_epochs: int = 4  # the report's DDP run against one process
+    scaling_world_size: int = 2  # ranks of the lr-scaling runs (effective batch = ranks x b)
+    scaling_per_rank_batches: tuple[int, ...] = (4, 16, 64, 256)
+    scaling_base_lr: float = 0.05  # at the smallest effective batch
+    scaling_epochs: int = 3
+    overhead_world_size: int = 2
+    overhead_per_rank_batch: int = 4  # tiny, as in a naive run: a sync every few samples
+    overhead_samples_per_rank: int = 1024
+    accumulate: int = 8
+    split_global_batch: int = 1024  # the lecture's question
+    split_world_sizes: tuple[int, ...] = (1, 2, 4, 8)
+    split_samples_per_rank: int = 4096
+
+
+@dataclass(frozen=True)
+class ParamServerSizes:
+    """Notebook 07: parameter servers, asynchronous SGD, parameter averaging, a lost worker."""
+
+    dataset: str = "mnist1d"  # the servers run on CPU over gloo in every profile
+    model: str = "mlp"
+    hidden: int = 64
+    workers: int = 3
+    batch_size: int = 32
+    gradients: int = 300  # gradients computed per run (async: updates; sync: / workers)
+    lr: float = 0.3
+    lr_grid: tuple[float, ...] = (0.1, 0.3, 1.0, 2.0)
+    straggler_delay: float = 0.03  # extra seconds per gradient on the last worker
+    worker_timeout: float = 2.0  # seconds of silence before a server gives a worker up
+    snapshot_every: int = 10  # updates between kept copies of the parameters
+    eval_samples: int = 2000  # test samples each kept copy is evaluated on
+    compare_updates: int = 100  # synchronous server against allreduce and one process
+    traffic_workers: tuple[int, ...] = (2, 3, 4)
+    traffic_updates: int = 5
+    kill_worker: int = 2
+    kill_after: int = 30  # gradients the doomed worker pushes before it is killed
+    averaging_steps: int = 400  # local steps per worker
+    averaging_lr: float = 0.3
+    average_every: tuple[int, ...] = (1, 8, 32)
+    timeout: float = 60.0  # one launch
+
+
+@dataclass(frozen=True)
+class SharpMinimaSizes:
+    """Notebook 02: small- and large-batch runs trained until they fit, and their sharpness."""
+
+    model: str | None = None  # None: the profile's model
+    hidden: int | None = 128
+    val_fraction: float = 0.2
+    train_samples: int | None = None  # of the training split the runs must fit; None: all
+    small_batch: int = 32
+    large_batch: int = 1024
+    small_lr: float = 0.01
+    large_lr: float = 0.05  # fewer, less noisy steps take a larger lr (and fit in fewer)
+    optimizer: str = "sgd"
+    momentum: float = 0.9
+    fit_loss: float = 0.05  # train until the training loss is below this (both runs alike)
+    fit_accuracy: float = 0.99  # ...which must then mean this share classified correctly
+    check_every_steps: int = 50  # updates between checks of the fit (rounded up to passes)
+    max_steps: int = 20_000  # a run that has not fit by then stops unfitted
+    seeds: tuple[int, ...] = (0, 1, 2)
+    epsilon: float = 1e-3  # Keskar's box: each weight may move by epsilon * (|w| + 1)
+    ascent_steps: int = 20
+    hessian_iters: int = 30  # power-iteration steps for the top eigenvalue
+    measure_samples: int | None = 2000  # training samples the sharpness is measured on
+    line_range: tuple[float, float] = (-1.0, 2.0)  # alpha: 0 is the small-, 1 the large-batch end
+    line_points: int = 31
+    valley_rise: float = 1.0  # nats of training loss that end a valley, walking outward
+    sweep_jobs: int = 2
+    threads: int | None = 1
+
+
+@dataclass(frozen=True)
+class ScalingSizes:
+    """Notebook 03: the linear lr scaling rule from a small base batch, warmup, its limit."""
+
+    model: str | None = None  # None: the profile's model
+    hidden: int | None = 128
+    val_fraction: float = 0.2
+    base_batch: int = 8  # the report's
+    base_lr: float = 0.01
+    momentum: float = 0.9
+    batch_sizes: tuple[int, ...] = (8, 32, 128, 512, 1024, 2048)
+    epochs: int = 15
+    warmup_epochs: float = 2.0  # Goyal et al.: 5 of 90
+    seeds: tuple[int, ...] = (0, 1)
+    stall_loss: float = 1.5  # a run whose final training loss is above this failed (chance: 2.3)
+    kept: float = 0.5  # warmup keeps "most" of what a fixed lr loses: this share of it
+    tolerance: float = 0.03  # ...or falls short of the base batch by at most this accuracy
+    sweep_jobs: int = 2
+    threads: int | None = 1

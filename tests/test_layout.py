@@ -1,0 +1,135 @@
+"""The package keeps the layout the README promises: one folder per chapter, small modules,
+no import cycle, and a chapter that imports only earlier chapters."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+
+import pytest
+
+import course_utils
+
+PACKAGE = Path(course_utils.__file__).parent
+SHARED = ("core", "ranks")
+CHAPTERS = (
+    "sgd", "sharp_minima", "lr_scaling", "ddp", "allreduce", "model_parallel", "param_server"
+)  # fmt: skip
+MAX_LINES = 300
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        found[name] = path
+    return found
+
+
+def _imports(name: str, path: Path) -> set[str]:
+    """The course_utils modules that `name` imports, at any depth of its code."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target.startswith("course_utils"):
+                found.add(target)
+                found |= {f"{target}.{a.name}" for a in node.names}
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("course_utils")}
+    modules = _modules()
+    return {t for t in found if t in modules and t != name}
+
+
+def _folder(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and (PACKAGE / parts[1]).is_dir() else None
+
+
+def test_no_module_is_longer_than_300_lines():
+    long = {
+        name: n for name, path in _modules().items() if (n := len(path.read_text().splitlines()))
+        > MAX_LINES
+    }  # fmt: skip
+    assert not long, f"split these modules: {long}"
+
+
+def test_no_import_cycle_at_module_level():
+    graph = {name: _imports(name, path) for name, path in _modules().items()}
+    visiting, done = set(), set()
+
+    def visit(node, trail):
+        if node in done:
+            return
+        assert node not in visiting, "import cycle: " + " -> ".join([*trail, node])
+        visiting.add(node)
+        for nxt in graph[node]:
+            if not nxt.startswith(node + "."):  # a package's __init__ re-exporting its own modules
+                visit(nxt, [*trail, node])
+        visiting.discard(node)
+        done.add(node)
+
+    for name in graph:
+        visit(name, [])
+
+
+def test_a_chapter_imports_only_shared_folders_and_earlier_chapters():
+    order = {c: i for i, c in enumerate(CHAPTERS)}
+    for name, path in _modules().items():
+        mine = _folder(name)
+        for target in _imports(name, path):
+            theirs = _folder(target)
+            if mine in order and theirs in order:
+                assert order[theirs] <= order[mine], f"{name} imports a later chapter: {target}"
+            if mine in SHARED and theirs in order:
+                pytest.fail(f"{name} (shared) imports a chapter: {target}")
+            if mine == "core" and theirs == "ranks":
+                pytest.fail(f"{name} (core) imports ranks: {target}; core starts no process")
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS + SHARED + ("course",))
+def test_every_folder_says_what_it_shows_and_which_notebook_uses_it(chapter):
+    doc = importlib.import_module(f"course_utils.{chapter}").__doc__ or ""
+    assert len(doc.split()) >= 15, f"course_utils/{chapter}/__init__.py needs a docstring"
+    if chapter in CHAPTERS:
+        number = f"{CHAPTERS.index(chapter) + 1:02d}_"
+        assert number in doc, f"{chapter}'s docstring should name its notebook ({number}...)"
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_a_chapters_exports_shadow_none_of_its_modules(chapter):
+    package = importlib.import_module(f"course_utils.{chapter}")
+    for name in package.__all__:
+        assert hasattr(package, name), f"{chapter}.__all__ names {name}, which is missing"
+    for path in (PACKAGE / chapter).glob("[!_]*.py"):
+        value = getattr(package, path.stem, None)
+        assert value is None or type(value).__name__ == "module", f"{chapter}.{path.stem}"
+
+
+def test_the_facade_resolves_the_shared_names_and_refuses_others():
+    from course_utils import LaunchError, checks, launch, live_children, profiles, verdict
+
+    assert callable(launch) and callable(live_children) and callable(verdict)
+    assert checks.verdict is verdict and profiles.current().name in ("cpu", "gpu")
+    assert issubclass(LaunchError, Exception)
+    with pytest.raises(AttributeError, match="no attribute 'plots'"):
+        course_utils.plots  # noqa: B018
+
+
+def test_the_bench_command_finds_every_chapters_benchmark():
+    from course_utils.course import benchmarks
+
+    found = benchmarks.modules()
+    expected = {"launch", "sweep", "ddp-overhead", "ddp-equivalence", "allreduce", "pipeline"}
+    assert expected <= set(found)
+    for module in found.values():
+        assert module.__name__.rsplit(".", 1)[-1].startswith("bench")
+        assert callable(module.run) and callable(module.add_arguments) and module.HELP
