@@ -5,7 +5,7 @@ against `dist.all_reduce` (`runs`, `explorer`), and compared with the alpha-beta
 model fitted on the learner's machine (`cost_model`).
 """
 
-from . import charts, exercises
+from . import charts, cost_model, exercises
 from .algorithms import ALGORITHMS
 from .charts import (
     allreduce_round,
@@ -29,6 +29,7 @@ __all__ = [
     "check_ring",
     "check_tree",
     "compare_with_builtin",
+    "cost_model",
     "exercises",
     "pingpong",
     "pingpong_fit",

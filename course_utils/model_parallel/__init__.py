@@ -10,16 +10,18 @@ from .charts import activations_held, bubble_vs_microbatches, layer_traffic, pip
 from .exercises import check_bubble, check_gpipe_order
 from .pipeline import measure_bubble, mlp, run_pipeline, serial_step, typical_run
 from .schedules import SCHEDULES, simulate
-from .tensor_parallel import bytes_per_layer
+from .tensor_parallel import STYLES, bytes_per_layer, compare_with_unsplit
 
 __all__ = [
     "SCHEDULES",
+    "STYLES",
     "activations_held",
     "bubble_vs_microbatches",
     "bytes_per_layer",
     "charts",
     "check_bubble",
     "check_gpipe_order",
+    "compare_with_unsplit",
     "exercises",
     "layer_traffic",
     "measure_bubble",

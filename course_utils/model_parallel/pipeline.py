@@ -1,8 +1,8 @@
 """Pipeline model parallelism for real: a sequential model cut into K stages on K ranks.
 
 Each rank keeps one stage. Activations travel forward and their gradients backward with
-point-to-point sends; the schedule (`course_utils.model_parallel.schedules`) decides in which order a
-stage runs its micro-batches. Every stage notes when it computed and when it waited, so a
+point-to-point sends; the schedule (`schedules`) decides in which order a stage runs
+its micro-batches. Every stage notes when it computed and when it waited, so a
 training step comes back as a `Timeline`, together with the gradients, which must equal
 those of the unsplit model on the same batch.
 
