@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import pytest
-import torch
 
 from course_utils.core import profiles
 from course_utils.core.errors import ProfileError
+from course_utils.core.gpus import GpuCount
 
 
 def _gpus(monkeypatch, n: int) -> None:
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: n > 0)
-    monkeypatch.setattr(torch.cuda, "device_count", lambda: n)
+    monkeypatch.setattr(profiles, "visible_gpus", lambda: GpuCount(n, "a test"))
 
 
 @pytest.mark.parametrize("gpus, expected", [(0, "cpu"), (1, "cpu"), (2, "gpu"), (8, "gpu")])

@@ -11,9 +11,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 
-import torch
-
 from .errors import ProfileError
+from .gpus import visible_gpus
 from .sizes import (
     CollectivesSizes,
     DataParallelSizes,
@@ -154,8 +153,7 @@ PROFILES = {
 
 def default_name() -> str:
     """`gpu` only where the full-size experiments can run (two GPUs or more), else `cpu`."""
-    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    return "gpu" if gpus >= 2 else "cpu"
+    return "gpu" if visible_gpus().count >= 2 else "cpu"
 
 
 def get(name: str | None = None) -> Profile:
@@ -169,7 +167,7 @@ def get(name: str | None = None) -> Profile:
         )
     profile = PROFILES[key]
     if profile.backend == "nccl":
-        gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        gpus = visible_gpus().count
         if gpus == 0:
             raise ProfileError(
                 f"profile 'gpu' runs its ranks over NCCL and needs a GPU, but none is "
