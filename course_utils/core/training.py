@@ -14,113 +14,17 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
 
-import numpy as np
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.utils.data import (
-    BatchSampler,
-    DataLoader,
-    Dataset,
-    RandomSampler,
-    SequentialSampler,
-    TensorDataset,
-)
+
+from .history import History
+from .loaders import as_tensors, set_epoch, tensor_loader
+
+__all__ = ["History", "as_tensors", "make_optimizer", "tensor_loader", "torch_threads", "train"]
 
 OPTIMIZERS = ("sgd", "adam")
-
-
-@dataclass
-class History:
-    """What a run did, as plain lists: per step, per epoch, at evaluation points, and totals."""
-
-    step_loss: list[float] = field(default_factory=list)  # mini-batch loss before each update
-    step_seconds: list[float] = field(default_factory=list)  # training clock after each update
-    epoch_train_loss: list[float] = field(default_factory=list)  # mean over the epoch's batches
-    epoch_train_acc: list[float] = field(default_factory=list)
-    epoch_val_loss: list[float] = field(default_factory=list)
-    epoch_val_acc: list[float] = field(default_factory=list)
-    epoch_seconds: list[float] = field(default_factory=list)  # training clock at each epoch's end
-    eval_step: list[int] = field(default_factory=list)  # every `eval_every` updates, and at 0
-    eval_samples: list[int] = field(default_factory=list)
-    eval_seconds: list[float] = field(default_factory=list)
-    eval_loss: list[float] = field(default_factory=list)
-    test_loss: float | None = None
-    test_acc: float | None = None
-    steps: int = 0
-    samples: int = 0
-    seconds: float = 0.0
-    epochs: int = 0  # completed passes over the loader
-    config: dict = field(default_factory=dict)
-
-    @property
-    def steps_per_second(self) -> float:
-        return self.steps / self.seconds if self.seconds else 0.0
-
-    @property
-    def samples_per_second(self) -> float:
-        return self.samples / self.seconds if self.seconds else 0.0
-
-    @property
-    def seconds_per_epoch(self) -> float:
-        """Mean training time of a full pass (the sweep chart's runtime)."""
-        return self.epoch_seconds[-1] / len(self.epoch_seconds) if self.epoch_seconds else 0.0
-
-    @property
-    def step_loss_jitter(self) -> float:
-        """Mean change of the mini-batch loss from one update to the next: the noise one sees."""
-        pairs = list(zip(self.step_loss, self.step_loss[1:], strict=False))
-        return sum(abs(b - a) for a, b in pairs) / len(pairs) if pairs else 0.0
-
-    def loss_at(self, x: float, axis: str = "seconds") -> float:
-        """The evaluated loss after `x` updates, samples or seconds (interpolated; held after)."""
-        axes = {"updates": self.eval_step, "samples": self.eval_samples}
-        xs = axes.get(axis, self.eval_seconds)
-        if axis not in (*axes, "seconds") or not xs:
-            raise ValueError("loss_at needs eval_every and axis in updates/samples/seconds.")
-        return float(np.interp(x, xs, self.eval_loss))
-
-    def as_dict(self) -> dict:
-        return {
-            **asdict(self),
-            "steps_per_second": self.steps_per_second,
-            "samples_per_second": self.samples_per_second,
-        }
-
-
-def tensor_loader(
-    dataset: Dataset,
-    batch_size: int,
-    shuffle: bool = True,
-    seed: int | None = None,
-    drop_last: bool = False,
-) -> DataLoader:
-    """A loader that slices whole batches out of in-memory tensors.
-
-    The default DataLoader fetches and stacks samples one by one, which for MNIST-1D costs
-    more than the model; slicing keeps the time per update about the model's work.
-    """
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}.")
-    dataset = as_tensors(dataset)
-    generator = torch.Generator().manual_seed(seed) if seed is not None else None
-    order = RandomSampler(dataset, generator=generator) if shuffle else SequentialSampler(dataset)
-    batches = BatchSampler(order, batch_size, drop_last)
-    return DataLoader(dataset, sampler=batches, batch_size=None)
-
-
-def as_tensors(dataset: Dataset) -> TensorDataset:
-    """A TensorDataset for a TensorDataset or a (nested) Subset of one, e.g. a random_split."""
-    if isinstance(dataset, TensorDataset):
-        return dataset
-    indices = getattr(dataset, "indices", None)
-    if indices is not None and hasattr(dataset, "dataset"):
-        base = as_tensors(dataset.dataset)
-        index = torch.as_tensor(list(indices), dtype=torch.long)
-        return TensorDataset(*(t[index] for t in base.tensors))
-    raise TypeError(f"expected a TensorDataset or a Subset of one, got {type(dataset).__name__}.")
 
 
 def make_optimizer(model: nn.Module, optimizer, lr: float, momentum: float, weight_decay: float):
@@ -197,7 +101,7 @@ def train(
             checkpoint()
         bar = _progress_bar(epochs, progress)
         for epoch in range(epochs):
-            _set_epoch(train_loader, epoch)
+            set_epoch(train_loader, epoch)
             model.train()
             loss_sum, correct, seen, stopped = 0.0, 0, 0, False
             started = time.perf_counter()
@@ -281,17 +185,6 @@ def _evaluate(model, loader, loss_fn, device, sync: bool) -> tuple[float, float]
 def _model_device(model: nn.Module) -> torch.device:
     first = next(model.parameters(), None)
     return first.device if first is not None else torch.device("cpu")
-
-
-def _set_epoch(loader, epoch: int) -> None:
-    """Tell a DistributedSampler (directly, or under a BatchSampler) which epoch this is."""
-    candidates = [getattr(loader, "sampler", None), getattr(loader, "batch_sampler", None)]
-    candidates += [getattr(c, "sampler", None) for c in list(candidates)]
-    told = set()
-    for sampler in candidates:
-        if hasattr(sampler, "set_epoch") and id(sampler) not in told:
-            told.add(id(sampler))
-            sampler.set_epoch(epoch)
 
 
 def _progress_bar(epochs: int, progress: bool):
