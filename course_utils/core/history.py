@@ -8,10 +8,22 @@ import numpy as np
 
 
 @dataclass
+class Phases:
+    """Where the timed updates' seconds went (the warm-up updates before them not counted)."""
+
+    forward: float = 0.0
+    backward: float = 0.0  # with after_backward, and under DDP the wait for the all-reduce
+    optimizer: float = 0.0
+    steps: int = 0  # timed updates
+    samples: int = 0  # samples in the timed updates
+    seconds: float = 0.0  # training clock over the timed updates, data loading included
+
+
+@dataclass
 class History:
     """What a run did, as plain lists: per step, per epoch, at evaluation points, and totals."""
 
-    step_loss: list[float] = field(default_factory=list)  # mini-batch loss before each update
+    step_loss: list[float] = field(default_factory=list)  # mini-batch loss (mean of micro-batches)
     step_seconds: list[float] = field(default_factory=list)  # training clock after each update
     epoch_train_loss: list[float] = field(default_factory=list)  # mean over the epoch's batches
     epoch_train_acc: list[float] = field(default_factory=list)
@@ -29,6 +41,7 @@ class History:
     seconds: float = 0.0
     epochs: int = 0  # completed passes over the loader
     config: dict = field(default_factory=dict)
+    phases: Phases | None = None  # with train(clock_after=...)
 
     @property
     def steps_per_second(self) -> float:

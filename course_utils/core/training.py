@@ -12,6 +12,7 @@ seconds are comparable between runs that evaluate more or less often.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import time
 from collections.abc import Callable, Iterable
 
@@ -19,10 +20,18 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from .history import History
+from .history import History, Phases
 from .loaders import as_tensors, set_epoch, tensor_loader
 
-__all__ = ["History", "as_tensors", "make_optimizer", "tensor_loader", "torch_threads", "train"]
+__all__ = [
+    "History",
+    "Phases",
+    "as_tensors",
+    "make_optimizer",
+    "tensor_loader",
+    "torch_threads",
+    "train",
+]
 
 OPTIMIZERS = ("sgd", "adam")
 
@@ -43,7 +52,7 @@ def train(
     model: nn.Module,
     train_loader: Iterable,
     *,
-    epochs: int = 1,
+    epochs: int | None = None,
     lr: float = 0.01,
     optimizer: str | torch.optim.Optimizer = "sgd",
     momentum: float = 0.0,
@@ -54,6 +63,9 @@ def train(
     eval_loader: Iterable | None = None,
     eval_every: int | None = None,
     max_steps: int | None = None,
+    accumulate: int = 1,
+    after_backward: Callable[[nn.Module], None] | None = None,
+    clock_after: int | None = None,
     device: torch.device | str | None = None,
     seed: int | None = None,
     loss_fn: Callable | None = None,
@@ -61,18 +73,21 @@ def train(
     threads: int | None = None,
     progress: bool = False,
 ) -> History:
-    """Train `model` in place for `epochs` passes (or `max_steps` updates) and return its History.
+    """Train `model` in place for `epochs` passes or `max_steps` updates; return its History.
 
-    `lr_schedule(step)` multiplies `lr` at every update. `eval_loader` is evaluated every
-    `eval_every` updates (the loss curve against updates, samples and seconds); the
-    validation and test loaders once per epoch and once at the end. `sync_metrics`
-    (default: when the model is DDP-wrapped) averages evaluation metrics over the ranks.
-    `threads` caps torch's threads for this call only: a small model runs no faster on
-    two, and a second thread spinning against other processes can slow it tenfold.
+    Without `epochs`, one pass, or with `max_steps` as many passes as those updates need.
+    `lr_schedule(step)` multiplies `lr` at every update. Each update takes `accumulate`
+    micro-batches (a DDP model syncs only on the last, under `no_sync` on the others), then
+    `after_backward(model)` (say, averaging gradients by hand), then the optimizer step.
+    `clock_after=n` times forward, backward and optimizer of every update after the first n
+    (the warm-up) into `History.phases`. `eval_loader` is evaluated every `eval_every`
+    updates; the validation and test loaders once per epoch and once at the end.
+    `sync_metrics` (default: when the model is DDP-wrapped) averages evaluation metrics over
+    the ranks. `threads` caps torch's threads for this call only: a small model runs no
+    faster on two, and a second thread spinning against other processes can slow it tenfold.
     """
     with torch_threads(threads):
-        if epochs < 1:
-            raise ValueError(f"epochs must be >= 1, got {epochs}.")
+        epochs = _check(epochs, max_steps, accumulate, after_backward, clock_after)
         if eval_every is not None and (eval_loader is None or eval_every < 1):
             raise ValueError("eval_every needs an eval_loader and a positive number of updates.")
         if seed is not None:
@@ -87,6 +102,7 @@ def train(
         history = History(
             config={"lr": lr, "optimizer": str(optimizer), "momentum": momentum, "epochs": epochs}
         )
+        clock = _PhaseClock(clock_after, device)
 
         def evaluate(loader):
             return _evaluate(model, loader, loss_fn, device, sync_metrics)
@@ -100,7 +116,8 @@ def train(
         if eval_every:
             checkpoint()
         bar = _progress_bar(epochs, progress)
-        for epoch in range(epochs):
+        micro, losses = 0, []
+        for epoch in range(epochs) if epochs else itertools.count():
             set_epoch(train_loader, epoch)
             model.train()
             loss_sum, correct, seen, stopped = 0.0, 0, 0, False
@@ -109,21 +126,36 @@ def train(
                 if max_steps is not None and history.steps >= max_steps:
                     stopped = True  # checked before a batch, so a pass ending at max_steps counts
                     break
+                last = (micro + 1) % accumulate == 0  # an update may span two passes
+                if micro % accumulate == 0:
+                    opt.zero_grad(set_to_none=True)
+                micro += 1
+                clock.start(history.steps)
                 x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-                opt.zero_grad(set_to_none=True)
-                logits = model(x)
-                loss = loss_fn(logits, y)
-                loss.backward()
-                opt.step()
-                if scheduler is not None:
-                    scheduler.step()
+                with _syncing(model, last):
+                    logits = model(x)
+                    loss = loss_fn(logits, y)
+                    clock.tick("forward")
+                    (loss / accumulate if accumulate > 1 else loss).backward()
+                if last and after_backward is not None:
+                    after_backward(model)
+                clock.tick("backward", len(y))
+                if last:
+                    opt.step()
+                    if scheduler is not None:
+                        scheduler.step()
+                    clock.tick("optimizer")
                 value = loss.item()
-                history.step_loss.append(value)
-                history.steps += 1
-                history.samples += len(y)
+                losses.append(value)
                 loss_sum += value * len(y)
                 correct += int((logits.argmax(1) == y).sum())
                 seen += len(y)
+                history.samples += len(y)
+                if not last:
+                    continue
+                history.step_loss.append(sum(losses) / len(losses))
+                losses.clear()
+                history.steps += 1
                 history.step_seconds.append(history.seconds + time.perf_counter() - started)
                 if eval_every and history.steps % eval_every == 0:
                     history.seconds += time.perf_counter() - started
@@ -133,6 +165,11 @@ def train(
             history.seconds += time.perf_counter() - started
             if stopped:
                 break
+            if not seen and epochs is None:
+                raise ValueError(
+                    f"train_loader gave no batch in pass {epoch + 1} before max_steps={max_steps}:"
+                    " pass a loader that can be iterated again (not a generator), or epochs."
+                )
             history.epochs = epoch + 1
             history.epoch_seconds.append(history.seconds)
             history.epoch_train_loss.append(loss_sum / max(seen, 1))
@@ -146,11 +183,71 @@ def train(
                 bar.update(1)
         if bar is not None:
             bar.close()
+        history.phases = clock.result(history.step_seconds)
         if eval_every and history.eval_step[-1] != history.steps:
             checkpoint()
         if test_loader is not None:
             history.test_loss, history.test_acc = evaluate(test_loader)
         return history
+
+
+def _check(epochs, max_steps, accumulate, after_backward, clock_after) -> int | None:
+    """Refuse arguments the loop cannot honour; the number of passes (None: until max_steps)."""
+    if epochs is not None and epochs < 1:
+        raise ValueError(f"epochs must be >= 1, got {epochs}.")
+    if max_steps is not None and max_steps < 1:
+        raise ValueError(f"max_steps must be >= 1 update, got {max_steps}.")
+    if accumulate < 1:
+        raise ValueError(f"accumulate must be >= 1 micro-batch per update, got {accumulate}.")
+    if after_backward is not None and not callable(after_backward):
+        raise ValueError(f"after_backward must be a function of the model, got {after_backward!r}.")
+    if clock_after is not None and clock_after < 0:
+        raise ValueError(f"clock_after must be >= 0 warm-up updates, got {clock_after}.")
+    return epochs if epochs is not None or max_steps is not None else 1
+
+
+def _syncing(model: nn.Module, sync: bool):
+    """DDP's `no_sync` on a micro-batch that must not all-reduce yet; else nothing."""
+    if sync or not isinstance(model, nn.parallel.DistributedDataParallel):
+        return contextlib.nullcontext()
+    return model.no_sync()
+
+
+class _PhaseClock:
+    """Seconds per phase of every micro-batch of the updates after the first `after` (None: off).
+
+    On a GPU each reading waits for the queued kernels, so a phase gets its own work.
+    """
+
+    def __init__(self, after: int | None, device: torch.device):
+        self.after, self.cuda, self.phases = after, device.type == "cuda", Phases()
+        self.timing, self.last = False, 0.0
+
+    def _now(self) -> float:
+        if self.cuda:
+            torch.cuda.synchronize()
+        return time.perf_counter()
+
+    def start(self, steps_done: int) -> None:
+        self.timing = self.after is not None and steps_done >= self.after
+        if self.timing:
+            self.last = self._now()
+
+    def tick(self, phase: str, samples: int = 0) -> None:
+        if self.timing:
+            now = self._now()
+            setattr(self.phases, phase, getattr(self.phases, phase) + now - self.last)
+            self.phases.samples += samples
+            self.last = now
+
+    def result(self, step_seconds: list[float]) -> Phases | None:
+        if self.after is None:
+            return None
+        timed = len(step_seconds) - self.after
+        if timed > 0:
+            before = step_seconds[self.after - 1] if self.after else 0.0
+            self.phases.steps, self.phases.seconds = timed, step_seconds[-1] - before
+        return self.phases
 
 
 @contextlib.contextmanager
