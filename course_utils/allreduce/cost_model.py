@@ -95,18 +95,11 @@ def bandwidth_floor_bytes(world: int, nbytes: int) -> float:
     return 2 * (world - 1) / world * nbytes
 
 
-def predicted_seconds(
-    algorithm: str, world: int, nbytes: float, model: AlphaBeta, cores: int | None = None
-) -> float:
-    """Time on the busiest rank's link, in the alpha-beta model.
-
-    `cores`: when the ranks share fewer cores than there are ranks (a laptop), the bytes
-    they copy compete for the cores, so beta is stretched by N / cores.
-    """
+def predicted_seconds(algorithm: str, world: int, nbytes: float, model: AlphaBeta) -> float:
+    """Time on the busiest rank's link, in the alpha-beta model."""
     if world == 1:
         return 0.0
-    beta = model.beta * max(1.0, world / cores) if cores else model.beta
-    whole = model.alpha + nbytes * beta
+    whole = model.message_seconds(nbytes)
     levels = _levels(world)
     p = 1 << levels
     algorithm = _known(algorithm)
@@ -117,19 +110,19 @@ def predicted_seconds(
         return 2 * messages * whole
     if algorithm == "butterfly":
         return (levels + (2 if world != p else 0)) * whole
-    return 2 * (world - 1) * (model.alpha + nbytes / world * beta)
+    return 2 * (world - 1) * model.message_seconds(nbytes / world)
 
 
 def crossover_bytes(
-    fast_start: str, fast_finish: str, world: int, model: AlphaBeta, cores: int | None = None
+    fast_start: str, fast_finish: str, world: int, model: AlphaBeta
 ) -> float | None:
     """Message size where `fast_finish` (e.g. the ring) starts to beat `fast_start`
     (e.g. the butterfly); None if it never does in 1 B .. 16 GB."""
     lo, hi = 1.0, float(1 << 34)
 
     def finish_wins(n: float) -> bool:
-        return predicted_seconds(fast_finish, world, n, model, cores) < predicted_seconds(
-            fast_start, world, n, model, cores
+        return predicted_seconds(fast_finish, world, n, model) < predicted_seconds(
+            fast_start, world, n, model
         )
 
     if finish_wins(lo):
