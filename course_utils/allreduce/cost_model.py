@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .algorithms import chunk_bounds
+from .algorithms import chunk_bounds, known
 
 __all__ = [
     "AlphaBeta",
@@ -54,7 +54,7 @@ def rounds(algorithm: str, world: int) -> int:
         "tree": 2 * _levels(world),
         "butterfly": _levels(world) + (2 if world != p else 0),
         "ring": 2 * (world - 1),
-    }[_known(algorithm)]
+    }[known(algorithm)]
 
 
 def bytes_per_rank(algorithm: str, world: int, numel: int, itemsize: int) -> list[tuple[int, int]]:
@@ -62,7 +62,7 @@ def bytes_per_rank(algorithm: str, world: int, numel: int, itemsize: int) -> lis
     if world == 1 or numel == 0:
         return [(0, 0)] * world
     whole = numel * itemsize
-    if _known(algorithm) == "parameter_server":
+    if known(algorithm) == "parameter_server":
         return [((world - 1) * whole,) * 2] + [(whole, whole)] * (world - 1)
     if algorithm == "tree":
         out = []
@@ -102,7 +102,7 @@ def predicted_seconds(algorithm: str, world: int, nbytes: float, model: AlphaBet
     whole = model.message_seconds(nbytes)
     levels = _levels(world)
     p = 1 << levels
-    algorithm = _known(algorithm)
+    algorithm = known(algorithm)
     if algorithm == "parameter_server":  # rank 0 takes N-1 messages in, then N-1 out
         return 2 * (world - 1) * whole
     if algorithm == "tree":  # a parent takes its two children one after the other
@@ -148,10 +148,3 @@ def fit_alpha_beta(nbytes: list[int], seconds: list[float]) -> AlphaBeta:
     beta = max((t1 - t0) / (n1 - n0), 1e-15)
     alpha = max(t0 - n0 * beta, 1e-9)
     return AlphaBeta(alpha=alpha, beta=beta)
-
-
-def _known(algorithm: str) -> str:
-    names = ("parameter_server", "tree", "butterfly", "ring")
-    if algorithm not in names:
-        raise ValueError(f"unknown algorithm {algorithm!r}; choose one of {', '.join(names)}.")
-    return algorithm
