@@ -275,3 +275,11 @@ def test_ddp_accumulation_syncs_once_per_update_and_equals_the_large_batch():
     for gap, steps, syncs in launch(_ddp_accumulating, 2, backend="gloo", timeout=60):
         assert gap < 1e-5
         assert steps == syncs == 2 * 4
+
+
+def test_history_and_loaders_still_import_from_training():
+    from course_utils.core import history, loaders
+    from course_utils.core.training import History, as_tensors, tensor_loader, torch_threads
+
+    assert History is history.History and torch_threads is training.torch_threads
+    assert (as_tensors, tensor_loader) == (loaders.as_tensors, loaders.tensor_loader)

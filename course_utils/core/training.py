@@ -6,7 +6,9 @@ lists that can be sent back from a rank and plotted. It works unchanged on a mod
 in DistributedDataParallel with a loader from `data.shard_loader` (the sampler is told
 the epoch, so each epoch reshuffles the same way on every rank), and then averages its
 evaluation metrics over the ranks. The clock counts training only, never evaluation, so
-seconds are comparable between runs that evaluate more or less often.
+seconds are comparable between runs that evaluate more or less often. Small hooks let the
+chapters use it rather than a loop of their own: gradient accumulation under `no_sync`,
+averaging by hand after backward, and a per-phase clock for the DDP timings.
 """
 
 from __future__ import annotations
