@@ -34,6 +34,12 @@ def test_linear_warmup_rises_linearly_then_holds():
         lr_scaling.LinearWarmup(3, start=2.0)
 
 
+def test_scaled_lr_is_linear_and_refuses_empty_batches():
+    assert lr_scaling.scaled_lr(0.01, 8, 32) == pytest.approx(0.04)
+    with pytest.raises(ValueError, match="batch sizes at least 1"):
+        lr_scaling.scaled_lr(0.1, 0, 8)
+
+
 def test_warmup_drives_the_optimizer_lr_through_lambda_lr():
     """Used as training.train's lr_schedule, the factor multiplies the scaled lr per update."""
     param = torch.nn.Parameter(torch.zeros(1))

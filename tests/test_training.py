@@ -8,6 +8,7 @@ import pickle
 import pytest
 import torch
 import torch.distributed as dist
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.utils.data import DataLoader, TensorDataset
 
 from course_utils.core import data, models, training
@@ -178,3 +179,107 @@ def test_each_epoch_tells_the_sampler_which_it_is():
     net = models.build("mlp", (40,), 10, hidden=8, seed=0)
     training.train(net, loader, epochs=3, lr=0.1)
     assert sampler.epochs == [0, 1, 2]
+
+
+def test_max_steps_without_epochs_goes_on_over_as_many_passes_as_needed():
+    h, _ = _run(epochs=None, max_steps=30)  # 12 updates per pass
+    assert h.steps == 30 and h.epochs == 2 and len(h.epoch_train_loss) == 2
+    h, _ = _run(epochs=1, max_steps=30)  # an explicit epochs still ends the run
+    assert h.steps == 12
+    h, _ = _run(epochs=None)
+    assert h.epochs == 1
+
+
+def test_max_steps_refuses_a_loader_that_runs_dry():
+    net = models.build("mlp", (40,), 10, hidden=8, seed=0)
+    once = iter(training.tensor_loader(_dataset(), 8))
+    with pytest.raises(ValueError, match="no batch in pass 2 before max_steps=20"):
+        training.train(net, once, max_steps=20)
+
+
+def _pair(batch, **kwargs):
+    """Train on one pass of `_dataset()` in order; return the History and the flat weights."""
+    net = models.build("mlp", (40,), 10, hidden=16, seed=0)
+    h = training.train(net, training.tensor_loader(_dataset(), batch, shuffle=False), **kwargs)
+    return h, torch.nn.utils.parameters_to_vector(net.parameters()).detach()
+
+
+def test_accumulating_micro_batches_equals_one_large_batch():
+    h, weights = _pair(8, accumulate=4, lr=0.3)
+    twin, twin_weights = _pair(32, lr=0.3)
+    assert h.steps == twin.steps == 3 and h.samples == twin.samples == 96
+    assert torch.allclose(weights, twin_weights, atol=1e-6)
+    assert h.step_loss == pytest.approx(twin.step_loss, abs=1e-6)
+
+
+def test_after_backward_runs_once_per_update_before_the_step():
+    calls = []
+
+    def freeze(model):
+        calls.append(all(p.grad is not None for p in model.parameters()))
+        for p in model.parameters():
+            p.grad.zero_()
+
+    net = models.build("mlp", (40,), 10, hidden=16, seed=0)
+    before = torch.nn.utils.parameters_to_vector(net.parameters()).detach().clone()
+    loader = training.tensor_loader(_dataset(), 8, shuffle=False)
+    h = training.train(net, loader, accumulate=3, after_backward=freeze, lr=0.5)
+    assert calls == [True] * h.steps and h.steps == 4
+    assert torch.equal(torch.nn.utils.parameters_to_vector(net.parameters()), before)
+
+
+def test_phase_clock_skips_the_warm_up_updates():
+    h, _ = _pair(8, clock_after=4, accumulate=2)  # 6 updates of 16 samples
+    p = h.phases
+    assert p.steps == 2 and p.samples == 2 * 16
+    assert p.forward > 0 and p.backward > 0 and p.optimizer > 0
+    assert p.forward + p.backward + p.optimizer <= p.seconds <= h.seconds
+    assert _pair(8)[0].phases is None
+    assert _pair(8, clock_after=100)[0].phases.steps == 0
+
+
+def test_bad_hook_arguments_are_refused():
+    with pytest.raises(ValueError, match="accumulate must be >= 1"):
+        _run(accumulate=0)
+    with pytest.raises(ValueError, match="max_steps must be >= 1"):
+        _run(max_steps=0)
+    with pytest.raises(ValueError, match="after_backward must be a function"):
+        _run(after_backward="average")
+    with pytest.raises(ValueError, match="clock_after must be >= 0"):
+        _run(clock_after=-1)
+
+
+def _ddp_accumulating():
+    """Two ranks, 2 micro-batches of 4 per update, against one process with batch 16."""
+    ds = _dataset(n=64)
+    net = torch.nn.parallel.DistributedDataParallel(models.build("mlp", (40,), 10, 16, seed=0))
+    syncs = []
+
+    def counting(state, bucket):
+        syncs.append(1)
+        return default_hooks.allreduce_hook(state, bucket)
+
+    net.register_comm_hook(None, counting)
+    loader = data.shard_loader(ds, 4, shuffle=False)
+    h = training.train(net, loader, epochs=2, lr=0.2, accumulate=2)
+    twin = models.build("mlp", (40,), 10, 16, seed=0)
+    training.train(twin, training.tensor_loader(ds, 16, shuffle=False), epochs=2, lr=0.2)
+    gap = max(
+        (p - q).abs().max().item()
+        for p, q in zip(net.module.parameters(), twin.parameters(), strict=True)
+    )
+    return gap, h.steps, len(syncs)
+
+
+def test_ddp_accumulation_syncs_once_per_update_and_equals_the_large_batch():
+    for gap, steps, syncs in launch(_ddp_accumulating, 2, backend="gloo", timeout=60):
+        assert gap < 1e-5
+        assert steps == syncs == 2 * 4
+
+
+def test_history_and_loaders_still_import_from_training():
+    from course_utils.core import history, loaders
+    from course_utils.core.training import History, as_tensors, tensor_loader, torch_threads
+
+    assert History is history.History and torch_threads is training.torch_threads
+    assert (as_tensors, tensor_loader) == (loaders.as_tensors, loaders.tensor_loader)

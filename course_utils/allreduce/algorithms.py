@@ -23,6 +23,7 @@ __all__ = [
     "Trace",
     "butterfly_allreduce",
     "chunk_bounds",
+    "known",
     "parameter_server_allreduce",
     "ring_allreduce",
     "tree_allreduce",
@@ -78,17 +79,7 @@ class Trace:
 class _NoTrace:
     """Stands in when nobody asked for a trace, so the hot loops carry no `if` per step."""
 
-    def next_round(self, label):
-        pass
-
-    def sent(self, peer, start, stop):
-        pass
-
-    def received(self, peer, start, stop):
-        pass
-
-    def done(self, flat):
-        pass
+    next_round = sent = received = done = staticmethod(lambda *args: None)
 
 
 _QUIET = _NoTrace()
@@ -291,3 +282,11 @@ ALGORITHMS = {
     "butterfly": butterfly_allreduce,
     "ring": ring_allreduce,
 }
+
+
+def known(algorithm: str) -> str:
+    """`algorithm` itself if ALGORITHMS has it; otherwise a ValueError that lists them."""
+    if algorithm not in ALGORITHMS:
+        names = ", ".join(ALGORITHMS)
+        raise ValueError(f"unknown algorithm {algorithm!r}; choose one of {names}.")
+    return algorithm

@@ -8,6 +8,7 @@ import matplotlib.pyplot as plt
 from matplotlib.patches import FancyArrowPatch, Rectangle
 
 from ..core.style import PALETTE, new_figure
+from .algorithms import ALGORITHMS
 
 __all__ = [
     "allreduce_round",
@@ -17,13 +18,7 @@ __all__ = [
     "pingpong_fit",
 ]
 
-_NAMES = {
-    "parameter_server": "parameter server",
-    "tree": "tree",
-    "butterfly": "butterfly",
-    "ring": "ring",
-    "builtin": "dist.all_reduce",
-}
+_NAMES = {**{name: name.replace("_", " ") for name in ALGORITHMS}, "builtin": "dist.all_reduce"}
 
 
 def _label(name: str) -> str:

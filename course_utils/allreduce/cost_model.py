@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .algorithms import chunk_bounds
+from .algorithms import chunk_bounds, known
 
 __all__ = [
     "AlphaBeta",
@@ -54,7 +54,7 @@ def rounds(algorithm: str, world: int) -> int:
         "tree": 2 * _levels(world),
         "butterfly": _levels(world) + (2 if world != p else 0),
         "ring": 2 * (world - 1),
-    }[_known(algorithm)]
+    }[known(algorithm)]
 
 
 def bytes_per_rank(algorithm: str, world: int, numel: int, itemsize: int) -> list[tuple[int, int]]:
@@ -62,7 +62,7 @@ def bytes_per_rank(algorithm: str, world: int, numel: int, itemsize: int) -> lis
     if world == 1 or numel == 0:
         return [(0, 0)] * world
     whole = numel * itemsize
-    if _known(algorithm) == "parameter_server":
+    if known(algorithm) == "parameter_server":
         return [((world - 1) * whole,) * 2] + [(whole, whole)] * (world - 1)
     if algorithm == "tree":
         out = []
@@ -95,21 +95,14 @@ def bandwidth_floor_bytes(world: int, nbytes: int) -> float:
     return 2 * (world - 1) / world * nbytes
 
 
-def predicted_seconds(
-    algorithm: str, world: int, nbytes: float, model: AlphaBeta, cores: int | None = None
-) -> float:
-    """Time on the busiest rank's link, in the alpha-beta model.
-
-    `cores`: when the ranks share fewer cores than there are ranks (a laptop), the bytes
-    they copy compete for the cores, so beta is stretched by N / cores.
-    """
+def predicted_seconds(algorithm: str, world: int, nbytes: float, model: AlphaBeta) -> float:
+    """Time on the busiest rank's link, in the alpha-beta model."""
     if world == 1:
         return 0.0
-    beta = model.beta * max(1.0, world / cores) if cores else model.beta
-    whole = model.alpha + nbytes * beta
+    whole = model.message_seconds(nbytes)
     levels = _levels(world)
     p = 1 << levels
-    algorithm = _known(algorithm)
+    algorithm = known(algorithm)
     if algorithm == "parameter_server":  # rank 0 takes N-1 messages in, then N-1 out
         return 2 * (world - 1) * whole
     if algorithm == "tree":  # a parent takes its two children one after the other
@@ -117,19 +110,19 @@ def predicted_seconds(
         return 2 * messages * whole
     if algorithm == "butterfly":
         return (levels + (2 if world != p else 0)) * whole
-    return 2 * (world - 1) * (model.alpha + nbytes / world * beta)
+    return 2 * (world - 1) * model.message_seconds(nbytes / world)
 
 
 def crossover_bytes(
-    fast_start: str, fast_finish: str, world: int, model: AlphaBeta, cores: int | None = None
+    fast_start: str, fast_finish: str, world: int, model: AlphaBeta
 ) -> float | None:
     """Message size where `fast_finish` (e.g. the ring) starts to beat `fast_start`
     (e.g. the butterfly); None if it never does in 1 B .. 16 GB."""
     lo, hi = 1.0, float(1 << 34)
 
     def finish_wins(n: float) -> bool:
-        return predicted_seconds(fast_finish, world, n, model, cores) < predicted_seconds(
-            fast_start, world, n, model, cores
+        return predicted_seconds(fast_finish, world, n, model) < predicted_seconds(
+            fast_start, world, n, model
         )
 
     if finish_wins(lo):
@@ -155,10 +148,3 @@ def fit_alpha_beta(nbytes: list[int], seconds: list[float]) -> AlphaBeta:
     beta = max((t1 - t0) / (n1 - n0), 1e-15)
     alpha = max(t0 - n0 * beta, 1e-9)
     return AlphaBeta(alpha=alpha, beta=beta)
-
-
-def _known(algorithm: str) -> str:
-    names = ("parameter_server", "tree", "butterfly", "ring")
-    if algorithm not in names:
-        raise ValueError(f"unknown algorithm {algorithm!r}; choose one of {', '.join(names)}.")
-    return algorithm

@@ -15,14 +15,14 @@ import torch.distributed as dist
 
 from ..ranks.bootstrap import device
 from ..ranks.launch import launch
-from .algorithms import ALGORITHMS, Trace
+from .algorithms import ALGORITHMS, Trace, known
 
 BUILTIN = "builtin"
 
 
 def traced_run(algorithm: str, values: list, timeout: float = 60.0) -> list[Trace]:
     """Run `algorithm` with rank r holding `values[r]`; every rank's trace, values kept."""
-    _check_algorithm(algorithm)
+    known(algorithm)
     return launch(_traced_on_rank, len(values), args=(algorithm, values), timeout=timeout)
 
 
@@ -144,7 +144,7 @@ def time_allreduce(
     """
     for name in algorithms:
         if name != BUILTIN:
-            _check_algorithm(name)
+            known(name)
     return launch(
         _time_on_rank, world_size, args=(tuple(nbytes), repeats, tuple(algorithms)), timeout=timeout
     )[0]
@@ -178,8 +178,3 @@ def _time_once(name: str, x: torch.Tensor) -> float:
     elapsed = torch.tensor([time.perf_counter() - start], dtype=torch.float64, device=x.device)
     dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
     return float(elapsed.item())
-
-
-def _check_algorithm(name: str) -> None:
-    if name not in ALGORITHMS:
-        raise ValueError(f"unknown algorithm {name!r}; choose one of {', '.join(ALGORITHMS)}.")

@@ -55,10 +55,6 @@ class Data:
         )
 
 
-def default_root() -> Path:
-    return DATA_DIR
-
-
 # ---------------------------------------------------------------- MNIST-1D
 
 

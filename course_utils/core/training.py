@@ -6,121 +6,36 @@ lists that can be sent back from a rank and plotted. It works unchanged on a mod
 in DistributedDataParallel with a loader from `data.shard_loader` (the sampler is told
 the epoch, so each epoch reshuffles the same way on every rank), and then averages its
 evaluation metrics over the ranks. The clock counts training only, never evaluation, so
-seconds are comparable between runs that evaluate more or less often.
+seconds are comparable between runs that evaluate more or less often. Small hooks let the
+chapters use it rather than a loop of their own: gradient accumulation under `no_sync`,
+averaging by hand after backward, and a per-phase clock for the DDP timings.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
 
-import numpy as np
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.utils.data import (
-    BatchSampler,
-    DataLoader,
-    Dataset,
-    RandomSampler,
-    SequentialSampler,
-    TensorDataset,
-)
+
+from .history import History, Phases
+from .loaders import as_tensors, set_epoch, tensor_loader
+
+__all__ = [
+    "History",
+    "Phases",
+    "as_tensors",
+    "make_optimizer",
+    "tensor_loader",
+    "torch_threads",
+    "train",
+]
 
 OPTIMIZERS = ("sgd", "adam")
-
-
-@dataclass
-class History:
-    """What a run did, as plain lists: per step, per epoch, at evaluation points, and totals."""
-
-    step_loss: list[float] = field(default_factory=list)  # mini-batch loss before each update
-    step_seconds: list[float] = field(default_factory=list)  # training clock after each update
-    epoch_train_loss: list[float] = field(default_factory=list)  # mean over the epoch's batches
-    epoch_train_acc: list[float] = field(default_factory=list)
-    epoch_val_loss: list[float] = field(default_factory=list)
-    epoch_val_acc: list[float] = field(default_factory=list)
-    epoch_seconds: list[float] = field(default_factory=list)  # training clock at each epoch's end
-    eval_step: list[int] = field(default_factory=list)  # every `eval_every` updates, and at 0
-    eval_samples: list[int] = field(default_factory=list)
-    eval_seconds: list[float] = field(default_factory=list)
-    eval_loss: list[float] = field(default_factory=list)
-    test_loss: float | None = None
-    test_acc: float | None = None
-    steps: int = 0
-    samples: int = 0
-    seconds: float = 0.0
-    epochs: int = 0  # completed passes over the loader
-    config: dict = field(default_factory=dict)
-
-    @property
-    def steps_per_second(self) -> float:
-        return self.steps / self.seconds if self.seconds else 0.0
-
-    @property
-    def samples_per_second(self) -> float:
-        return self.samples / self.seconds if self.seconds else 0.0
-
-    @property
-    def seconds_per_epoch(self) -> float:
-        """Mean training time of a full pass (the sweep chart's runtime)."""
-        return self.epoch_seconds[-1] / len(self.epoch_seconds) if self.epoch_seconds else 0.0
-
-    @property
-    def step_loss_jitter(self) -> float:
-        """Mean change of the mini-batch loss from one update to the next: the noise one sees."""
-        pairs = list(zip(self.step_loss, self.step_loss[1:], strict=False))
-        return sum(abs(b - a) for a, b in pairs) / len(pairs) if pairs else 0.0
-
-    def loss_at(self, x: float, axis: str = "seconds") -> float:
-        """The evaluated loss after `x` updates, samples or seconds (interpolated; held after)."""
-        axes = {"updates": self.eval_step, "samples": self.eval_samples}
-        xs = axes.get(axis, self.eval_seconds)
-        if axis not in (*axes, "seconds") or not xs:
-            raise ValueError("loss_at needs eval_every and axis in updates/samples/seconds.")
-        return float(np.interp(x, xs, self.eval_loss))
-
-    def as_dict(self) -> dict:
-        return {
-            **asdict(self),
-            "steps_per_second": self.steps_per_second,
-            "samples_per_second": self.samples_per_second,
-        }
-
-
-def tensor_loader(
-    dataset: Dataset,
-    batch_size: int,
-    shuffle: bool = True,
-    seed: int | None = None,
-    drop_last: bool = False,
-) -> DataLoader:
-    """A loader that slices whole batches out of in-memory tensors.
-
-    The default DataLoader fetches and stacks samples one by one, which for MNIST-1D costs
-    more than the model; slicing keeps the time per update about the model's work.
-    """
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}.")
-    dataset = as_tensors(dataset)
-    generator = torch.Generator().manual_seed(seed) if seed is not None else None
-    order = RandomSampler(dataset, generator=generator) if shuffle else SequentialSampler(dataset)
-    batches = BatchSampler(order, batch_size, drop_last)
-    return DataLoader(dataset, sampler=batches, batch_size=None)
-
-
-def as_tensors(dataset: Dataset) -> TensorDataset:
-    """A TensorDataset for a TensorDataset or a (nested) Subset of one, e.g. a random_split."""
-    if isinstance(dataset, TensorDataset):
-        return dataset
-    indices = getattr(dataset, "indices", None)
-    if indices is not None and hasattr(dataset, "dataset"):
-        base = as_tensors(dataset.dataset)
-        index = torch.as_tensor(list(indices), dtype=torch.long)
-        return TensorDataset(*(t[index] for t in base.tensors))
-    raise TypeError(f"expected a TensorDataset or a Subset of one, got {type(dataset).__name__}.")
 
 
 def make_optimizer(model: nn.Module, optimizer, lr: float, momentum: float, weight_decay: float):
@@ -139,7 +54,7 @@ def train(
     model: nn.Module,
     train_loader: Iterable,
     *,
-    epochs: int = 1,
+    epochs: int | None = None,
     lr: float = 0.01,
     optimizer: str | torch.optim.Optimizer = "sgd",
     momentum: float = 0.0,
@@ -150,6 +65,9 @@ def train(
     eval_loader: Iterable | None = None,
     eval_every: int | None = None,
     max_steps: int | None = None,
+    accumulate: int = 1,
+    after_backward: Callable[[nn.Module], None] | None = None,
+    clock_after: int | None = None,
     device: torch.device | str | None = None,
     seed: int | None = None,
     loss_fn: Callable | None = None,
@@ -157,18 +75,21 @@ def train(
     threads: int | None = None,
     progress: bool = False,
 ) -> History:
-    """Train `model` in place for `epochs` passes (or `max_steps` updates) and return its History.
+    """Train `model` in place for `epochs` passes or `max_steps` updates; return its History.
 
-    `lr_schedule(step)` multiplies `lr` at every update. `eval_loader` is evaluated every
-    `eval_every` updates (the loss curve against updates, samples and seconds); the
-    validation and test loaders once per epoch and once at the end. `sync_metrics`
-    (default: when the model is DDP-wrapped) averages evaluation metrics over the ranks.
-    `threads` caps torch's threads for this call only: a small model runs no faster on
-    two, and a second thread spinning against other processes can slow it tenfold.
+    Without `epochs`, one pass, or with `max_steps` as many passes as those updates need.
+    `lr_schedule(step)` multiplies `lr` at every update. Each update takes `accumulate`
+    micro-batches (a DDP model syncs only on the last, under `no_sync` on the others), then
+    `after_backward(model)` (say, averaging gradients by hand), then the optimizer step.
+    `clock_after=n` times forward, backward and optimizer of every update after the first n
+    (the warm-up) into `History.phases`. `eval_loader` is evaluated every `eval_every`
+    updates; the validation and test loaders once per epoch and once at the end.
+    `sync_metrics` (default: when the model is DDP-wrapped) averages evaluation metrics over
+    the ranks. `threads` caps torch's threads for this call only: a small model runs no
+    faster on two, and a second thread spinning against other processes can slow it tenfold.
     """
     with torch_threads(threads):
-        if epochs < 1:
-            raise ValueError(f"epochs must be >= 1, got {epochs}.")
+        epochs = _check(epochs, max_steps, accumulate, after_backward, clock_after)
         if eval_every is not None and (eval_loader is None or eval_every < 1):
             raise ValueError("eval_every needs an eval_loader and a positive number of updates.")
         if seed is not None:
@@ -183,6 +104,7 @@ def train(
         history = History(
             config={"lr": lr, "optimizer": str(optimizer), "momentum": momentum, "epochs": epochs}
         )
+        clock = _PhaseClock(clock_after, device)
 
         def evaluate(loader):
             return _evaluate(model, loader, loss_fn, device, sync_metrics)
@@ -196,8 +118,9 @@ def train(
         if eval_every:
             checkpoint()
         bar = _progress_bar(epochs, progress)
-        for epoch in range(epochs):
-            _set_epoch(train_loader, epoch)
+        micro, losses = 0, []
+        for epoch in range(epochs) if epochs else itertools.count():
+            set_epoch(train_loader, epoch)
             model.train()
             loss_sum, correct, seen, stopped = 0.0, 0, 0, False
             started = time.perf_counter()
@@ -205,21 +128,36 @@ def train(
                 if max_steps is not None and history.steps >= max_steps:
                     stopped = True  # checked before a batch, so a pass ending at max_steps counts
                     break
+                last = (micro + 1) % accumulate == 0  # an update may span two passes
+                if micro % accumulate == 0:
+                    opt.zero_grad(set_to_none=True)
+                micro += 1
+                clock.start(history.steps)
                 x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-                opt.zero_grad(set_to_none=True)
-                logits = model(x)
-                loss = loss_fn(logits, y)
-                loss.backward()
-                opt.step()
-                if scheduler is not None:
-                    scheduler.step()
+                with _syncing(model, last):
+                    logits = model(x)
+                    loss = loss_fn(logits, y)
+                    clock.tick("forward")
+                    (loss / accumulate if accumulate > 1 else loss).backward()
+                if last and after_backward is not None:
+                    after_backward(model)
+                clock.tick("backward", len(y))
+                if last:
+                    opt.step()
+                    if scheduler is not None:
+                        scheduler.step()
+                    clock.tick("optimizer")
                 value = loss.item()
-                history.step_loss.append(value)
-                history.steps += 1
-                history.samples += len(y)
+                losses.append(value)
                 loss_sum += value * len(y)
                 correct += int((logits.argmax(1) == y).sum())
                 seen += len(y)
+                history.samples += len(y)
+                if not last:
+                    continue
+                history.step_loss.append(sum(losses) / len(losses))
+                losses.clear()
+                history.steps += 1
                 history.step_seconds.append(history.seconds + time.perf_counter() - started)
                 if eval_every and history.steps % eval_every == 0:
                     history.seconds += time.perf_counter() - started
@@ -229,6 +167,11 @@ def train(
             history.seconds += time.perf_counter() - started
             if stopped:
                 break
+            if not seen and epochs is None:
+                raise ValueError(
+                    f"train_loader gave no batch in pass {epoch + 1} before max_steps={max_steps}:"
+                    " pass a loader that can be iterated again (not a generator), or epochs."
+                )
             history.epochs = epoch + 1
             history.epoch_seconds.append(history.seconds)
             history.epoch_train_loss.append(loss_sum / max(seen, 1))
@@ -242,11 +185,71 @@ def train(
                 bar.update(1)
         if bar is not None:
             bar.close()
+        history.phases = clock.result(history.step_seconds)
         if eval_every and history.eval_step[-1] != history.steps:
             checkpoint()
         if test_loader is not None:
             history.test_loss, history.test_acc = evaluate(test_loader)
         return history
+
+
+def _check(epochs, max_steps, accumulate, after_backward, clock_after) -> int | None:
+    """Refuse arguments the loop cannot honour; the number of passes (None: until max_steps)."""
+    if epochs is not None and epochs < 1:
+        raise ValueError(f"epochs must be >= 1, got {epochs}.")
+    if max_steps is not None and max_steps < 1:
+        raise ValueError(f"max_steps must be >= 1 update, got {max_steps}.")
+    if accumulate < 1:
+        raise ValueError(f"accumulate must be >= 1 micro-batch per update, got {accumulate}.")
+    if after_backward is not None and not callable(after_backward):
+        raise ValueError(f"after_backward must be a function of the model, got {after_backward!r}.")
+    if clock_after is not None and clock_after < 0:
+        raise ValueError(f"clock_after must be >= 0 warm-up updates, got {clock_after}.")
+    return epochs if epochs is not None or max_steps is not None else 1
+
+
+def _syncing(model: nn.Module, sync: bool):
+    """DDP's `no_sync` on a micro-batch that must not all-reduce yet; else nothing."""
+    if sync or not isinstance(model, nn.parallel.DistributedDataParallel):
+        return contextlib.nullcontext()
+    return model.no_sync()
+
+
+class _PhaseClock:
+    """Seconds per phase of every micro-batch of the updates after the first `after` (None: off).
+
+    On a GPU each reading waits for the queued kernels, so a phase gets its own work.
+    """
+
+    def __init__(self, after: int | None, device: torch.device):
+        self.after, self.cuda, self.phases = after, device.type == "cuda", Phases()
+        self.timing, self.last = False, 0.0
+
+    def _now(self) -> float:
+        if self.cuda:
+            torch.cuda.synchronize()
+        return time.perf_counter()
+
+    def start(self, steps_done: int) -> None:
+        self.timing = self.after is not None and steps_done >= self.after
+        if self.timing:
+            self.last = self._now()
+
+    def tick(self, phase: str, samples: int = 0) -> None:
+        if self.timing:
+            now = self._now()
+            setattr(self.phases, phase, getattr(self.phases, phase) + now - self.last)
+            self.phases.samples += samples
+            self.last = now
+
+    def result(self, step_seconds: list[float]) -> Phases | None:
+        if self.after is None:
+            return None
+        timed = len(step_seconds) - self.after
+        if timed > 0:
+            before = step_seconds[self.after - 1] if self.after else 0.0
+            self.phases.steps, self.phases.seconds = timed, step_seconds[-1] - before
+        return self.phases
 
 
 @contextlib.contextmanager
@@ -281,17 +284,6 @@ def _evaluate(model, loader, loss_fn, device, sync: bool) -> tuple[float, float]
 def _model_device(model: nn.Module) -> torch.device:
     first = next(model.parameters(), None)
     return first.device if first is not None else torch.device("cpu")
-
-
-def _set_epoch(loader, epoch: int) -> None:
-    """Tell a DistributedSampler (directly, or under a BatchSampler) which epoch this is."""
-    candidates = [getattr(loader, "sampler", None), getattr(loader, "batch_sampler", None)]
-    candidates += [getattr(c, "sampler", None) for c in list(candidates)]
-    told = set()
-    for sampler in candidates:
-        if hasattr(sampler, "set_epoch") and id(sampler) not in told:
-            told.add(id(sampler))
-            sampler.set_epoch(epoch)
 
 
 def _progress_bar(epochs: int, progress: bool):

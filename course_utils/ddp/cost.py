@@ -10,10 +10,9 @@ compression hook.
 
 from __future__ import annotations
 
-import contextlib
-import statistics
+import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
@@ -21,10 +20,12 @@ from torch import nn
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from ..core.training import tensor_loader, torch_threads
+from ..core.history import History
+from ..core.training import tensor_loader, train
 from ..ranks.launch import launch
 from .equivalence import Setup, build_model, load_data, rank_loader, wrap
 
+WARMUP_UPDATES = 3  # untimed: the first updates allocate memory and build DDP's buckets
 HOOKS = {"allreduce": default_hooks.allreduce_hook, "fp16": default_hooks.fp16_compress_hook}
 
 
@@ -65,16 +66,25 @@ class StepTimes:
         """Wall time for 1000 samples of the *global* batch stream (all ranks together)."""
         return 1000 * self.seconds / (self.samples * self.world_size)
 
-    def as_dict(self) -> dict:
-        return {**asdict(self), "compute": self.compute}
-
 
 @dataclass
 class _Recorder:
-    """The comm hook's state: the real hook, and (start, end, bucket, bytes) per all-reduce."""
+    """The comm hook's state: the real hook, (start, end, bucket, bytes) per all-reduce of the
+    update under way, and per finished update the span from its first start to its last end."""
 
     inner: object
     events: list = field(default_factory=list)
+    spans: list[float] = field(default_factory=list)
+    buckets: int = 0
+
+    def close_update(self, model=None) -> None:
+        """train's after_backward: DDP's backward has waited for every all-reduce by now."""
+        if self.events:
+            self.spans.append(max(e[1] for e in self.events) - min(e[0] for e in self.events))
+            self.buckets = len({e[2] for e in self.events})
+        else:
+            self.spans.append(0.0)
+        self.events.clear()
 
 
 def recording_hook(recorder: _Recorder, bucket):
@@ -91,56 +101,23 @@ def recording_hook(recorder: _Recorder, bucket):
     return future.then(finished)
 
 
-def _timed_steps(model, loader, variant: Variant, samples: int, recorder=None, warmup: int = 3):
-    """Run micro-batches until `samples` have been timed; split each into its phases."""
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    phases = {"forward": 0.0, "backward": 0.0, "optimizer": 0.0, "communication": 0.0}
-    seen, micro, syncs, start = 0, 0, 0, None
-    batches = _forever(loader)
-    where = next(model.parameters()).device
-    while seen < samples:
-        x, y = next(batches)
-        x, y = x.to(where), y.to(where)
-        timing = micro >= warmup * variant.accumulate
-        if timing and start is None:
-            start = time.perf_counter()
-        sync = (micro + 1) % variant.accumulate == 0
-        quiet = model.no_sync() if isinstance(model, DDP) and not sync else contextlib.nullcontext()
-        if recorder is not None:
-            recorder.events.clear()
-        t0 = time.perf_counter()
-        with quiet:
-            loss = nn.functional.cross_entropy(model(x), y)
-            t1 = time.perf_counter()
-            loss.backward()
-        t2 = time.perf_counter()
-        if sync:
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-        t3 = time.perf_counter()
-        micro += 1
-        if not timing:
-            continue
-        seen += len(y)
-        syncs += int(sync)
-        phases["forward"] += t1 - t0
-        phases["backward"] += t2 - t1
-        phases["optimizer"] += t3 - t2
-        if recorder is not None and recorder.events:
-            phases["communication"] += max(e[1] for e in recorder.events) - min(
-                e[0] for e in recorder.events
-            )
-    return seen, time.perf_counter() - start, syncs, phases
+def _timed_training(model, loader, variant: Variant, samples: int, **hooks) -> History:
+    """Enough updates of `variant` for `samples` timed samples, after the warm-up updates."""
+    updates = math.ceil(samples / (variant.per_rank_batch * variant.accumulate))
+    return train(
+        model, loader, lr=0.01, max_steps=WARMUP_UPDATES + updates,
+        accumulate=variant.accumulate, clock_after=WARMUP_UPDATES, **hooks,
+    )  # fmt: skip
 
 
-def _forever(loader):
-    epoch = 0
-    while True:
-        sampler = getattr(loader.sampler, "sampler", loader.sampler)
-        if hasattr(sampler, "set_epoch"):
-            sampler.set_epoch(epoch)
-        yield from loader
-        epoch += 1
+def _step_times(variant: Variant, world_size: int, history: History, recorder=None) -> StepTimes:
+    p = history.phases
+    communication = sum(recorder.spans[WARMUP_UPDATES:]) if recorder else 0.0
+    return StepTimes(
+        variant.name, world_size, variant.per_rank_batch, variant.accumulate, p.samples,
+        p.seconds, p.forward, p.backward, communication, p.optimizer, p.steps,
+        recorder.buckets if recorder else 0,
+    )  # fmt: skip
 
 
 def time_replica(setup: Setup, variant: Variant, samples: int) -> StepTimes:
@@ -150,13 +127,8 @@ def time_replica(setup: Setup, variant: Variant, samples: int) -> StepTimes:
     recorder = _Recorder(HOOKS[variant.hook])
     model.register_comm_hook(recorder, recording_hook)
     loader = rank_loader(d.train, variant.per_rank_batch, setup.seed)
-    seen, seconds, syncs, phases = _timed_steps(model, loader, variant, samples, recorder)
-    buckets = len({e[2] for e in recorder.events}) if recorder.events else 0
-    return StepTimes(
-        variant.name, dist.get_world_size(), variant.per_rank_batch, variant.accumulate,
-        seen, seconds, phases["forward"], phases["backward"], phases["communication"],
-        phases["optimizer"], syncs, buckets,
-    )  # fmt: skip
+    history = _timed_training(model, loader, variant, samples, after_backward=recorder.close_update)
+    return _step_times(variant, dist.get_world_size(), history, recorder)
 
 
 def time_single(setup: Setup, batch: int, samples: int, name: str = "one process") -> StepTimes:
@@ -166,15 +138,10 @@ def time_single(setup: Setup, batch: int, samples: int, name: str = "one process
     thread competing for a busy core can make it several times slower.
     """
     d = load_data(setup)
-    model = build_model(setup, d)
     loader = tensor_loader(d.train, batch, shuffle=True, seed=setup.seed)
     variant = Variant(name, batch)
-    with torch_threads(1):
-        seen, seconds, syncs, phases = _timed_steps(model, loader, variant, samples)
-    return StepTimes(
-        name, 1, batch, 1, seen, seconds, phases["forward"], phases["backward"], 0.0,
-        phases["optimizer"], syncs,
-    )  # fmt: skip
+    history = _timed_training(build_model(setup, d), loader, variant, samples, threads=1)
+    return _step_times(variant, 1, history)
 
 
 def _slowest(times: list[StepTimes]) -> StepTimes:
@@ -271,10 +238,6 @@ def _overlap_rank(layers: int, width: int, batch: int, bucket_cap_mb: float, ste
     }
 
 
-def median(values: list[float]) -> float:
-    return statistics.median(values)
-
-
 def data_parallel_vs_one_device(setup: Setup | None = None, batch: int = 512, steps: int = 50):
     """`nn.DataParallel` over every visible GPU against one GPU; None with fewer than two.
 
@@ -288,16 +251,8 @@ def data_parallel_vs_one_device(setup: Setup | None = None, batch: int = 512, st
     x, y = (t[:batch].to("cuda:0") for t in d.train.tensors)
 
     def ms_per_step(model) -> float:
-        opt = torch.optim.SGD(model.parameters(), lr=0.01)
-        for i in range(steps + 5):
-            if i == 5:
-                torch.cuda.synchronize()
-                start = time.perf_counter()
-            opt.zero_grad(set_to_none=True)
-            nn.functional.cross_entropy(model(x), y).backward()
-            opt.step()
-        torch.cuda.synchronize()
-        return 1000 * (time.perf_counter() - start) / steps
+        history = train(model, [(x, y)], lr=0.01, max_steps=steps + 5, clock_after=5)
+        return 1000 * history.phases.seconds / steps
 
     one = ms_per_step(build_model(setup, d, "cuda:0"))
     many = ms_per_step(nn.DataParallel(build_model(setup, d, "cuda:0")))

@@ -10,7 +10,7 @@ very same samples in the very same batches (`GlobalOrderSampler`).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
@@ -21,6 +21,7 @@ from torch.utils.data import BatchSampler, DataLoader, Dataset, Sampler
 
 from ..core import data as course_data
 from ..core import models
+from ..core.training import train
 from ..ranks.bootstrap import device
 from ..ranks.launch import launch
 
@@ -118,31 +119,6 @@ def average_gradients(model: nn.Module) -> None:
             p.grad /= world
 
 
-def _sgd_steps(model, loader, setup: Setup, after_backward=None) -> list[float]:
-    """Plain SGD for `setup.steps` updates; the hook runs between backward and step."""
-    opt = torch.optim.SGD(model.parameters(), lr=setup.lr)
-    where = next(model.parameters()).device
-    losses: list[float] = []
-    epoch = 0
-    while len(losses) < setup.steps:
-        for sampler in (getattr(loader, "sampler", None), getattr(loader.sampler, "sampler", None)):
-            if hasattr(sampler, "set_epoch"):
-                sampler.set_epoch(epoch)
-        for x, y in loader:
-            x, y = x.to(where), y.to(where)
-            opt.zero_grad(set_to_none=True)
-            loss = nn.functional.cross_entropy(model(x), y)
-            loss.backward()
-            if after_backward is not None:
-                after_backward(model)
-            opt.step()
-            losses.append(loss.item())
-            if len(losses) == setup.steps:
-                break
-        epoch += 1
-    return losses
-
-
 def replica_run(setup: Setup, mode: str, average=None) -> dict:
     """Inside a rank: train a replica on this rank's shard; return its losses and weights.
 
@@ -153,11 +129,10 @@ def replica_run(setup: Setup, mode: str, average=None) -> dict:
     d = load_data(setup)
     model = build_model(setup, d, device())
     loader = rank_loader(d.train, setup.per_rank_batch, setup.seed)
-    if mode == "ddp":
-        losses = _sgd_steps(wrap(model), loader, setup)
-    else:
-        losses = _sgd_steps(model, loader, setup, after_backward=average or average_gradients)
-    return {"losses": losses, "params": parameters_to_vector(model.parameters()).detach().cpu()}
+    replica, hook = (wrap(model), None) if mode == "ddp" else (model, average or average_gradients)
+    history = train(replica, loader, max_steps=setup.steps, lr=setup.lr, after_backward=hook)
+    params = parameters_to_vector(model.parameters()).detach().cpu()
+    return {"losses": history.step_loss, "params": params}
 
 
 def single_run(setup: Setup, world_size: int) -> dict:
@@ -165,8 +140,11 @@ def single_run(setup: Setup, world_size: int) -> dict:
     d = load_data(setup)
     model = build_model(setup, d)
     loader = twin_loader(d.train, world_size, setup.per_rank_batch, setup.seed)
-    losses = _sgd_steps(model, loader, setup)
-    return {"losses": losses, "params": parameters_to_vector(model.parameters()).detach()}
+    history = train(model, loader, max_steps=setup.steps, lr=setup.lr)
+    return {
+        "losses": history.step_loss,
+        "params": parameters_to_vector(model.parameters()).detach(),
+    }
 
 
 @dataclass
@@ -214,17 +192,6 @@ def equivalence(
         single_losses=twin["losses"],
         rank_losses=[r["losses"] for r in replicas],
     )
-
-
-def with_batch(setup: Setup, per_rank_batch: int, **changes) -> Setup:
-    return replace(setup, per_rank_batch=per_rank_batch, **changes)
-
-
-def scaled_lr(base_lr: float, base_batch: int, batch: int) -> float:
-    """Goyal et al.'s linear scaling rule: k times the batch, k times the learning rate."""
-    if base_batch < 1 or batch < 1 or base_lr <= 0:
-        raise ValueError("base_lr must be positive and both batch sizes at least 1.")
-    return base_lr * batch / base_batch
 
 
 def steps_per_epoch(samples: int, world_size: int, per_rank_batch: int) -> int:

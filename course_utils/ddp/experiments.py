@@ -13,10 +13,11 @@ from dataclasses import dataclass, replace
 
 from ..core import data as course_data
 from ..core.training import History, tensor_loader, train
+from ..lr_scaling.experiments import scaled_lr
 from ..ranks.bootstrap import device
 from ..ranks.launch import launch
 from .cost import Variant, measure
-from .equivalence import Setup, build_model, load_data, scaled_lr, wrap
+from .equivalence import Setup, build_model, load_data, wrap
 
 
 def _splits(setup: Setup):

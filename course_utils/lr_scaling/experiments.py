@@ -53,6 +53,8 @@ class LinearWarmup:
 
 def scaled_lr(base_lr: float, base_batch: int, batch_size: int) -> float:
     """The linear scaling rule: the lr grows by the factor the batch grows."""
+    if base_batch < 1 or batch_size < 1 or base_lr <= 0:
+        raise ValueError("base_lr must be positive and both batch sizes at least 1.")
     return base_lr * batch_size / base_batch
 
 

@@ -9,16 +9,17 @@ they do, from different random starts their neurons do not line up and the avera
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
-import torch
 import torch.distributed as dist
-from torch.nn.utils import parameters_to_vector
+from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
 from ..allreduce.algorithms import parameter_server_allreduce
 from ..core.models import build
+from ..core.training import train
 from ..ranks.launch import launch
-from .server import gradient, worker_batches
+from .server import worker_batches
 
 
 @dataclass(frozen=True)
@@ -33,29 +34,32 @@ class AveragingConfig:
     timeout: float = 60.0
 
 
-def _average(params: torch.Tensor) -> None:
+def _average(model) -> None:
+    """Replace this worker's weights by the mean over all workers, through a server."""
+    params = parameters_to_vector(model.parameters()).detach()
     parameter_server_allreduce(params)
-    params.div_(dist.get_world_size())
+    vector_to_parameters(params.div_(dist.get_world_size()), model.parameters())
 
 
-def _local_sgd_node(cfg: AveragingConfig, average_every, same_start, train, shape, classes):
+def _local_sgd_node(cfg: AveragingConfig, average_every, same_start, train_set, shape, classes):
     rank = dist.get_rank()
     seed = cfg.seed if same_start else cfg.seed + 1000 * (rank + 1)
     model = build(cfg.model, shape, classes, hidden=cfg.hidden, seed=seed)
-    params = parameters_to_vector(model.parameters()).detach().clone()
-    batches = worker_batches(train, cfg.batch_size, rank, cfg.workers, cfg.seed)
-    rounds = 0
-    for step in range(1, cfg.steps + 1):
-        grad, _ = gradient(model, params, *next(batches))
-        params.add_(grad, alpha=-cfg.lr)
-        if average_every and step % average_every == 0:
-            _average(params)
+    batches = worker_batches(train_set, cfg.batch_size, rank, cfg.workers, cfg.seed)
+    rounds, done = 0, 0
+    while done < cfg.steps:  # the course's loop, `average_every` updates at a time
+        updates = min(average_every or cfg.steps, cfg.steps - done)
+        train(model, itertools.islice(batches, updates), lr=cfg.lr)
+        done += updates
+        if average_every and done % average_every == 0:
+            _average(model)
             rounds += 1
-    own = params.clone()
+    own = parameters_to_vector(model.parameters()).detach().clone()
     if not average_every or cfg.steps % average_every:
-        _average(params)  # the final average, when the schedule did not just do it
+        _average(model)  # the final average, when the schedule did not just do it
         rounds += 1
-    return {"own": own, "averaged": params, "rounds": rounds}
+    averaged = parameters_to_vector(model.parameters()).detach()
+    return {"own": own, "averaged": averaged, "rounds": rounds}
 
 
 def local_sgd(cfg: AveragingConfig, data, average_every: int | None, same_start: bool = True):

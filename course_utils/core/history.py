@@ -1,0 +1,78 @@
+"""What a training run did, as plain lists that travel back from a rank and plot directly."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class Phases:
+    """Where the timed updates' seconds went (the warm-up updates before them not counted)."""
+
+    forward: float = 0.0
+    backward: float = 0.0  # with after_backward, and under DDP the wait for the all-reduce
+    optimizer: float = 0.0
+    steps: int = 0  # timed updates
+    samples: int = 0  # samples in the timed updates
+    seconds: float = 0.0  # training clock over the timed updates, data loading included
+
+
+@dataclass
+class History:
+    """What a run did, as plain lists: per step, per epoch, at evaluation points, and totals."""
+
+    step_loss: list[float] = field(default_factory=list)  # mini-batch loss (mean of micro-batches)
+    step_seconds: list[float] = field(default_factory=list)  # training clock after each update
+    epoch_train_loss: list[float] = field(default_factory=list)  # mean over the epoch's batches
+    epoch_train_acc: list[float] = field(default_factory=list)
+    epoch_val_loss: list[float] = field(default_factory=list)
+    epoch_val_acc: list[float] = field(default_factory=list)
+    epoch_seconds: list[float] = field(default_factory=list)  # training clock at each epoch's end
+    eval_step: list[int] = field(default_factory=list)  # every `eval_every` updates, and at 0
+    eval_samples: list[int] = field(default_factory=list)
+    eval_seconds: list[float] = field(default_factory=list)
+    eval_loss: list[float] = field(default_factory=list)
+    test_loss: float | None = None
+    test_acc: float | None = None
+    steps: int = 0
+    samples: int = 0
+    seconds: float = 0.0
+    epochs: int = 0  # completed passes over the loader
+    config: dict = field(default_factory=dict)
+    phases: Phases | None = None  # with train(clock_after=...)
+
+    @property
+    def steps_per_second(self) -> float:
+        return self.steps / self.seconds if self.seconds else 0.0
+
+    @property
+    def samples_per_second(self) -> float:
+        return self.samples / self.seconds if self.seconds else 0.0
+
+    @property
+    def seconds_per_epoch(self) -> float:
+        """Mean training time of a full pass (the sweep chart's runtime)."""
+        return self.epoch_seconds[-1] / len(self.epoch_seconds) if self.epoch_seconds else 0.0
+
+    @property
+    def step_loss_jitter(self) -> float:
+        """Mean change of the mini-batch loss from one update to the next: the noise one sees."""
+        pairs = list(zip(self.step_loss, self.step_loss[1:], strict=False))
+        return sum(abs(b - a) for a, b in pairs) / len(pairs) if pairs else 0.0
+
+    def loss_at(self, x: float, axis: str = "seconds") -> float:
+        """The evaluated loss after `x` updates, samples or seconds (interpolated; held after)."""
+        axes = {"updates": self.eval_step, "samples": self.eval_samples}
+        xs = axes.get(axis, self.eval_seconds)
+        if axis not in (*axes, "seconds") or not xs:
+            raise ValueError("loss_at needs eval_every and axis in updates/samples/seconds.")
+        return float(np.interp(x, xs, self.eval_loss))
+
+    def as_dict(self) -> dict:
+        return {
+            **asdict(self),
+            "steps_per_second": self.steps_per_second,
+            "samples_per_second": self.samples_per_second,
+        }
