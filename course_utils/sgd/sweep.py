@@ -25,7 +25,7 @@ import cloudpickle
 import torch
 
 from ..ranks import bootstrap as rank_setup
-from ..ranks.launch import main_module_hidden
+from ..ranks.processes import main_module_hidden
 from .sweep_config import SweepConfigError, resolve_trial, trials_from, validate
 from .trials import train_trial
 
