@@ -59,18 +59,18 @@ def raise_timeout(captured: dict[int, list[str]], ranks: list[int], spec):
     lines = []
     if stuck:
         lines.append(
-            f"{_ranks_phrase(stuck)} of {n} did not finish within {spec.timeout:g} s in worker "
+            f"{numbered(stuck)} of {n} did not finish within {spec.timeout:g} s in worker "
             f"`{spec.name}`."
         )
     elif waiting:
         lines.append(
-            f"{_ranks_phrase(waiting)} of {n} were all waiting to communicate after "
+            f"{numbered(waiting)} of {n} were all waiting to communicate after "
             f"{spec.timeout:g} s in worker `{spec.name}`: a deadlock (each waits for a message "
             "that no rank sends, e.g. every rank calls a blocking recv before its send)."
         )
     else:
         lines.append(
-            f"{_ranks_phrase(sorted(captured) or ranks)} of {n} did not "
+            f"{numbered(sorted(captured) or ranks)} of {n} did not "
             f"finish within {spec.timeout:g} s in worker `{spec.name}`."
         )
     for r in sorted(where):
@@ -84,10 +84,11 @@ def raise_timeout(captured: dict[int, list[str]], ranks: list[int], spec):
     raise LaunchTimeout("\n".join(lines), rank=stalled[0] if stalled else None, world_size=n)
 
 
-def _ranks_phrase(rs: list[int]) -> str:
+def numbered(rs: list[int], noun: str = "rank") -> str:
+    """'rank 2', 'ranks 0, 1 and 3' (or nodes)."""
     if len(rs) == 1:
-        return f"rank {rs[0]}"
-    return "ranks " + ", ".join(map(str, rs[:-1])) + f" and {rs[-1]}"
+        return f"{noun} {rs[0]}"
+    return f"{noun}s " + ", ".join(map(str, rs[:-1])) + f" and {rs[-1]}"
 
 
 def innermost_frame(lines: list[str]) -> str | None:
