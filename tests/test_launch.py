@@ -166,6 +166,7 @@ def test_rank_killed_by_sigkill_is_reported():
         launch(die_on_1, 3, timeout=30)
     assert time.monotonic() - start < 10
     assert info.value.rank == 1
+    assert live_children() == []
 
 
 def test_rank_that_exits_is_reported():

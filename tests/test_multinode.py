@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 
 import pytest
 
 from course_utils.core.errors import LaunchError
 from course_utils.ranks.examples import sum_of_ranks, whoami
-from course_utils.ranks.launch import launch
+from course_utils.ranks.launch import launch, live_children
 from course_utils.ranks.local_nodes import run_local_nodes, torchrun_command
 from course_utils.ranks.torchrun import load_target
 
@@ -30,11 +31,44 @@ def test_same_function_under_launch_and_under_torchrun():
     assert [r["rank"] for r in launch(whoami, 2)] == [0, 1]
 
 
-def test_a_failing_node_is_reported(tmp_path):
-    script = tmp_path / "fails.py"
-    script.write_text("def boom():\n    raise RuntimeError('node failure')\n")
-    with pytest.raises(LaunchError, match="exited with code"):
-        run_local_nodes(f"{script}:boom", nnodes=2, echo=False, timeout=60)
+FAULTS = """
+import os, signal, time
+import torch.distributed as dist
+
+def raises():
+    if dist.get_rank() == 1:
+        raise RuntimeError("node failure")
+    time.sleep(60)
+
+def kills_itself():
+    if dist.get_rank() == 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+    time.sleep(60)
+
+def hangs():
+    time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize(
+    "target, timeout, named",
+    [
+        ("raises", 60, "node 1 of the 2-node torchrun job exited with code 1"),
+        ("kills_itself", 60, "node 1 of the 2-node torchrun job exited with code 1"),
+        ("hangs", 5, "nodes 0 and 1 of the 2-node torchrun job did not finish within 5 s"),
+    ],
+)
+def test_a_node_that_raises_dies_or_hangs_is_named_fast_and_nothing_is_left(
+    tmp_path, target, timeout, named
+):
+    script = tmp_path / "faults.py"
+    script.write_text(FAULTS)
+    start = time.monotonic()
+    with pytest.raises(LaunchError) as info:
+        run_local_nodes(f"{script}:{target}", nnodes=2, echo=False, timeout=timeout)
+    assert time.monotonic() - start < 30
+    assert named in str(info.value)
+    assert live_children() == []
 
 
 def test_command_names_every_node_option():

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import signal
 import sys
 import time
@@ -15,6 +16,7 @@ from argparse import Namespace
 import pytest
 import torch
 
+from course_utils.ranks.launch import live_children
 from course_utils.sgd import sweep
 from course_utils.sgd.sweep_config import trials_from, validate
 
@@ -29,6 +31,16 @@ def flaky(x: float = 0.0) -> dict:
         raise ZeroDivisionError("trial 2 divides by zero")
     if x == 3:
         os._exit(3)
+    return {"loss": x}
+
+
+def faulty(x: float = 0.0) -> dict:
+    if x == 1:
+        raise ZeroDivisionError("trial 1 divides by zero")
+    if x == 2:
+        os.kill(os.getpid(), signal.SIGKILL)
+    if x == 3:
+        time.sleep(60)
     return {"loss": x}
 
 
@@ -205,17 +217,23 @@ def test_a_trial_without_the_metric_or_a_dict_fails_clearly():
     assert "must return a dict" in result.trials[0].error
 
 
-def test_a_hanging_trial_is_stopped_at_the_timeout():
-    start = time.perf_counter()
-    result = sweep.run(
-        {**grid([0]), "parameters": {"pause": {"values": [60, 0]}}},
-        jobs=2,
-        trial=quadratic,
-        timeout=1.5,
-    )
-    assert time.perf_counter() - start < 10
-    assert result.trials[0].error.startswith("TimeoutError")
-    assert result.trials[1].ok
+@pytest.mark.parametrize(
+    "x, error",
+    [
+        (1, "ZeroDivisionError: trial 1 divides by zero"),
+        (2, "the trial process was killed by SIGKILL before returning metrics"),
+        (3, "TimeoutError: stopped after 1.5 s"),
+    ],
+    ids=["raises", "sigkilled", "hangs"],
+)
+def test_a_trial_that_raises_dies_or_hangs_is_named_fast_and_nothing_is_left(x, error):
+    start = time.monotonic()
+    result = sweep.run(grid([0, x]), jobs=2, trial=faulty, timeout=1.5)
+    assert time.monotonic() - start < 30
+    assert [t.index for t in result.failed] == [1] and result.trials[0].ok
+    assert result.failed[0].error == error
+    assert re.search(rf"trial +1 +x={x} +FAILED {re.escape(error)}", result.table())
+    assert live_children() == []
 
 
 def test_an_interrupt_stops_every_trial():

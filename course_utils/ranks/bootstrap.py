@@ -89,14 +89,20 @@ def resolve_backend(backend: str, ranks_on_this_machine: int) -> str:
     return "nccl"
 
 
-def tie_to_parent(parent_pid: int) -> None:
-    """Die with the parent (a killed or restarted kernel), so no rank outlives its launch."""
+def tie_to_parent(parent_pid: int | None = None) -> None:
+    """Die with the parent (a killed or restarted kernel), so no rank outlives its launch.
+
+    Without `parent_pid` it only asks the kernel for the death signal (Linux), which is
+    what a `subprocess.Popen(preexec_fn=tie_to_parent)` can do between fork and exec.
+    """
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL(None, use_errno=True)
         pr_set_pdeathsig = 1
         libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
-        if os.getppid() != parent_pid:  # the parent died before prctl took effect
+        if parent_pid is not None and os.getppid() != parent_pid:  # it died before prctl
             os._exit(1)
+        return
+    if parent_pid is None:
         return
 
     def watch() -> None:
@@ -126,10 +132,15 @@ def set_rank_environment(rank: int, world_size: int, local_rank: int, local_worl
     )
 
 
-def prepare(backend: str, local_rank: int, threads: int) -> torch.device:
-    """Cap threads and pick the device; returns the device this rank should compute on."""
+def cap_threads(threads: int) -> None:
+    """Use `threads` threads here and in what this process starts (OpenMP reads the variable)."""
     os.environ["OMP_NUM_THREADS"] = str(threads)
     torch.set_num_threads(threads)
+
+
+def prepare(backend: str, local_rank: int, threads: int) -> torch.device:
+    """Cap threads and pick the device; returns the device this rank should compute on."""
+    cap_threads(threads)
     if backend == "nccl":
         torch.cuda.set_device(local_rank)
         return torch.device("cuda", local_rank)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -19,7 +18,9 @@ import time
 from pathlib import Path
 
 from ..core.errors import LaunchError
+from . import processes
 from .bootstrap import THREADS_VAR, threads_per_rank
+from .diagnosis import numbered
 from .torchrun import RESULTS_PREFIX
 
 
@@ -61,13 +62,6 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _die_with_parent() -> None:  # runs in the child between fork and exec
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
 def run_local_nodes(
     target: str | None,
     nnodes: int = 2,
@@ -80,7 +74,9 @@ def run_local_nodes(
 ) -> list:
     """Run `target` (or `module`) as an `nnodes`-node torchrun job on localhost.
 
-    Returns what rank 0 reported for every rank, in rank order.
+    Returns what rank 0 reported for every rank, in rank order. A node that fails stops
+    the job at once and is named in the `LaunchError` (the first to fail, if several do);
+    at the timeout the nodes still running are named.
     """
     port = free_port()
     env = {**os.environ, "GLOO_SOCKET_IFNAME": os.environ.get("GLOO_SOCKET_IFNAME", _lo())}
@@ -90,6 +86,7 @@ def run_local_nodes(
     ]
     agents = []
     own_exit: dict[int, int] = {}  # exit codes of agents that ended by themselves
+    failed: list[int] = []  # the nodes seen failing first
     try:
         for n in range(nnodes):
             cmd = torchrun_command(
@@ -99,33 +96,28 @@ def run_local_nodes(
             )  # fmt: skip
             with open(logs[n], "wb") as log:
                 agents.append(
-                    subprocess.Popen(
-                        cmd,
-                        stdout=log,
-                        stderr=subprocess.STDOUT,
-                        env=env,
-                        start_new_session=True,
-                        preexec_fn=_die_with_parent,
-                    )  # fmt: skip
+                    processes.start_command(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
                 )
         deadline = time.monotonic() + timeout
         while any(a.poll() is None for a in agents):
             if time.monotonic() > deadline:
+                running = [n for n, a in enumerate(agents) if a.poll() is None]
                 raise LaunchError(
-                    f"the {nnodes}-node torchrun job did not finish within {timeout:g} s; "
-                    "every agent was stopped. Its logs are printed above."
+                    f"{numbered(running, 'node')} of the {nnodes}-node torchrun job did not "
+                    f"finish within {timeout:g} s; every agent was stopped. The logs are printed "
+                    "above."
                 )
-            if any(a.poll() not in (None, 0) for a in agents):
+            failed = [n for n, a in enumerate(agents) if a.poll() not in (None, 0)]
+            if failed:
                 break  # one node failed: the others would wait for it until the timeout
             time.sleep(0.1)
     finally:
         own_exit = {n: a.poll() for n, a in enumerate(agents) if a.poll() is not None}
-        for agent in agents:
-            _kill_group(agent)
+        processes.stop(*agents, wait=10)
         texts = [log.read_text(errors="replace") for log in logs]
         for log in logs:
             log.unlink(missing_ok=True)
-        failed = sorted(n for n, code in own_exit.items() if code != 0)
+        failed = failed or sorted(n for n, code in own_exit.items() if code != 0)
         failed = failed or [n for n, a in enumerate(agents) if a.returncode != 0]
         if echo or failed or len(agents) < nnodes:  # a failure always shows its logs
             for n, text in enumerate(texts):
@@ -133,8 +125,9 @@ def run_local_nodes(
                     print(f"[node {n}] {line}")
     if failed:
         raise LaunchError(
-            f"node {failed[0]} of the {nnodes}-node torchrun job exited with code "
-            f"{own_exit.get(failed[0], agents[failed[0]].returncode)}; the logs are printed above.",
+            f"node {failed[0]} of the {nnodes}-node torchrun job "
+            f"{processes.exit_reason(own_exit.get(failed[0], agents[failed[0]].returncode))}; "
+            "the logs are printed above.",
             rank=None,
         )
     for text in texts:
@@ -148,12 +141,3 @@ def _lo() -> str:
     from .bootstrap import loopback_interface
 
     return loopback_interface() or "lo"
-
-
-def _kill_group(agent: subprocess.Popen) -> None:
-    if agent.poll() is None:
-        try:
-            os.killpg(agent.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    agent.wait(timeout=10)

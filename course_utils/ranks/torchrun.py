@@ -1,4 +1,4 @@
-"""The entry point torchrun runs on every node: `python -m course_utils.ranks.torchrun MODULE:FUNCTION`.
+"""The entry point torchrun runs on every node: `python -m course_utils.ranks.torchrun MOD:FN`.
 
 It does what `launch` does inside each rank (tie to the parent, share the cores, pick the
 device, join the group) but takes rank and world size from torchrun's environment, so the

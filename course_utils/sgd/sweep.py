@@ -12,9 +12,7 @@ an interrupt - no trial process is left running when `run` returns.
 from __future__ import annotations
 
 import json
-import multiprocessing as mp
 import os
-import signal
 import sys
 import time
 import traceback
@@ -25,7 +23,7 @@ import cloudpickle
 import torch
 
 from ..ranks import bootstrap as rank_setup
-from ..ranks.launch import main_module_hidden
+from ..ranks import processes
 from .sweep_config import SweepConfigError, resolve_trial, trials_from, validate
 from .trials import train_trial
 
@@ -137,11 +135,9 @@ def run(
     config = validate(config, fn)
     trials = [Trial(i, params) for i, params in enumerate(trials_from(config))]
     payload = cloudpickle.dumps(fn)
-    method = start_method or ("spawn" if torch.cuda.is_initialized() else "fork")
-    ctx = mp.get_context(method)
+    ctx = processes.context(start_method)  # warms up torch's imports before a fork
+    method = ctx.get_start_method()
     threads = rank_setup.threads_for(min(jobs, len(trials)), method)
-    if method == "fork":
-        _warm_up()
     gpus = _visible_gpus()
     pending, running = list(trials), {}  # slot -> (process, connection, trial)
     started = time.perf_counter()
@@ -152,29 +148,18 @@ def run(
                     t = pending.pop(0)
                     t.slot, t.start = slot, time.perf_counter() - started
                     gpu = gpus[slot % len(gpus)] if gpus else None
-                    with main_module_hidden(method):
+                    with processes.main_module_hidden(method):
                         running[slot] = (*_start(ctx, payload, t.params, threads, gpu), t)
             _collect(running, started, timeout)
     finally:
-        for process, conn, _ in running.values():
-            _kill(process)
+        processes.stop(*(process for process, _, _ in running.values()))
+        for _, conn, _ in running.values():
             conn.close()
     metric = config["spec"]["metric"]
     for t in trials:
         if t.metrics is not None and metric not in t.metrics:
             t.error = f"KeyError: the trial returned no {metric!r}, only {', '.join(t.metrics)}"
     return SweepResult(config, jobs, time.perf_counter() - started, trials)
-
-
-def _warm_up() -> None:
-    """One tiny SGD step here, so that forked trials inherit torch's lazily loaded modules.
-
-    Otherwise every trial pays about a second of first-use imports, which would be
-    counted as its training time.
-    """
-    layer = torch.nn.Linear(2, 2)
-    layer(torch.zeros(1, 2)).sum().backward()
-    torch.optim.SGD(layer.parameters(), lr=0.1).step()
 
 
 def _visible_gpus() -> list[str]:
@@ -197,15 +182,7 @@ def _start(ctx, payload: bytes, params: dict, threads: int, gpu: str | None):
 
 def _trial_main(payload, params, threads, gpu, parent_pid, conn) -> None:
     """In the trial's process: cap threads, pick the GPU, run, send back metrics or the error."""
-    os.setpgid(0, 0)  # own process group, so a kill also reaches what the trial started
-    rank_setup.tie_to_parent(parent_pid)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; it kills us on interrupt
-    # A notebook's streams wait on the kernel's I/O thread, which a forked child lacks: a
-    # print or flush would hang forever. Write to the process's own file descriptors.
-    sys.stdout = open(1, "w", buffering=1, closefd=False, errors="replace")
-    sys.stderr = open(2, "w", buffering=1, closefd=False, errors="replace")
-    os.environ["OMP_NUM_THREADS"] = str(threads)
-    torch.set_num_threads(threads)
+    processes.child_setup(parent_pid, threads)
     if gpu is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = gpu
     try:
@@ -237,41 +214,27 @@ def _collect(running: dict, started: float, timeout: float | None) -> None:
             try:
                 status, body = conn.recv()
             except (EOFError, OSError):
-                status, body = "error", (f"the trial process {_exit_reason(process)}", "")
+                status, body = "error", (_exit_reason(process), "")
         else:
-            status, body = "error", (f"the trial process {_exit_reason(process)}", "")
+            status, body = "error", (_exit_reason(process), "")
         if status == "ok":
             t.metrics = body
         else:
             t.error, t.traceback = body
         t.end = now
-        _kill(process)
+        processes.stop(process)
         conn.close()
     if timeout:
         for slot in [s for s, (*_, t) in running.items() if now - t.start > timeout]:
             process, conn, t = running.pop(slot)
-            _kill(process)
+            processes.stop(process)
             conn.close()
             t.error, t.end = f"TimeoutError: stopped after {timeout:g} s", now
 
 
 def _exit_reason(process) -> str:
     process.join(timeout=1.0)
-    code = process.exitcode
-    if code is not None and code < 0:
-        return f"was killed by {signal.Signals(-code).name} before returning metrics"
-    return f"exited with code {code} before returning metrics"
-
-
-def _kill(process) -> None:
-    """Stop the trial and anything it started, and reap it."""
-    if process.pid is not None:
-        for kill in (os.killpg, os.kill):
-            try:
-                kill(process.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-    process.join(timeout=5.0)
+    return f"the trial process {processes.exit_reason(process.exitcode)} before returning metrics"
 
 
 def cli(args) -> int:

@@ -1,0 +1,134 @@
+"""A rank's side of `launch`: set up, join the group, run the function, send back what came of it.
+
+The result travels back pickled, its tensors moved to the CPU; an exception travels back
+described (type, message, traceback, the object itself when it pickles), marked as
+secondary when it is a peer's failure seen from here rather than this rank's own.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import os
+import pickle
+import signal
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+
+import cloudpickle
+import torch
+import torch.distributed as dist
+
+from . import bootstrap as rank_setup
+from . import processes
+
+# Messages that a rank raises because a *peer* failed, not because of its own code.
+_SECONDARY_MARKERS = (
+    "connection closed by peer",
+    "connection reset by peer",
+    "broken pipe",
+    "socket closed",
+    "remote process exited",
+    "timed out",
+    "timeout",
+    "nccl communicator was aborted",
+)
+
+
+@dataclass(frozen=True)
+class RankSpec:
+    """What every rank of one launch is told: the group to join and the function to run."""
+
+    world_size: int
+    backend: str
+    timeout: float
+    init_method: str
+    payload: bytes
+    parent_pid: int
+    name: str
+    allow_failures: bool = False
+    threads: int = 1
+
+
+def rank_main(spec: RankSpec, r: int, result_conn, out_conn, err_conn) -> None:
+    """Runs in the child: bootstrap, run the function, send back its result or its error."""
+    processes.child_setup(spec.parent_pid, spec.threads, out_conn.fileno(), err_conn.fileno())
+    # A crash in C++ (gloo aborting on a bad buffer, a segfault) shows this rank's Python
+    # stack under its own prefix; an inherited handler would write to the parent's terminal.
+    faulthandler.enable(file=sys.stderr, all_threads=False)
+    faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=False)
+    rank_setup.set_rank_environment(r, spec.world_size, r, spec.world_size)
+    if spec.backend == "gloo" and "GLOO_SOCKET_IFNAME" not in os.environ:
+        lo = rank_setup.loopback_interface()
+        if lo:
+            os.environ["GLOO_SOCKET_IFNAME"] = lo
+    rank_setup.prepare(spec.backend, r, spec.threads)
+    try:
+        fn, args, kwargs = cloudpickle.loads(spec.payload)
+        rank_setup.init_process_group(
+            spec.backend, spec.timeout, spec.init_method, rank=r, world_size=spec.world_size
+        )
+        value = fn(*args, **kwargs)
+        message = ("ok", _dumps_result(_to_cpu(value)))
+    except BaseException as exc:  # noqa: BLE001 - everything must reach the parent
+        message = ("error", _describe_exception(exc))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    result_conn.send_bytes(pickle.dumps(message))
+    if message[0] == "error":
+        # Stay until the parent stops us: exiting now would make every peer fail with a
+        # "connection closed" of its own, burying this rank's real error in their noise.
+        time.sleep(spec.timeout + 60)
+    elif dist.is_initialized():
+        dist.destroy_process_group()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def _dumps_result(value) -> bytes:
+    try:
+        return cloudpickle.dumps(value)
+    except Exception as exc:
+        raise TypeError(
+            f"the function returned a {type(value).__name__}, which cannot be sent back "
+            f"({exc}). Return plain data: tensors, numbers, lists, dicts."
+        ) from exc
+
+
+def _to_cpu(value):
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu()
+    if isinstance(value, (list, tuple)) and type(value) in (list, tuple):
+        return type(value)(_to_cpu(v) for v in value)
+    if isinstance(value, dict) and type(value) is dict:
+        return {k: _to_cpu(v) for k, v in value.items()}
+    return value
+
+
+def _describe_exception(exc: BaseException) -> dict:
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    try:
+        original = cloudpickle.dumps(exc)
+        pickle.loads(original)
+    except Exception:
+        original = None
+    message = str(exc)
+    return {
+        "when": time.monotonic(),
+        "exc_type": type(exc).__name__,
+        "message": message,
+        "traceback": text,
+        "original": original,
+        "secondary": _is_secondary(exc, message),
+    }
+
+
+def _is_secondary(exc: BaseException, message: str) -> bool:
+    """A communication error is usually a peer's failure seen from here, not this rank's own."""
+    comm_errors = tuple(
+        t for t in (getattr(dist, "DistError", None), getattr(dist, "DistBackendError", None)) if t
+    )
+    lowered = message.lower()
+    return isinstance(exc, comm_errors) or any(m in lowered for m in _SECONDARY_MARKERS)

@@ -1,0 +1,110 @@
+"""What went wrong in a launch, in words: which rank failed first, or where the ranks hung.
+
+The supervisor records the failures and, at a timeout, each unfinished rank's
+faulthandler stack dump; these functions turn them into the `LaunchError` or
+`LaunchTimeout` the learner reads. A rank's own exception beats a peer's "connection
+closed"; a timeout where every rank waits inside torch.distributed is called a deadlock.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from ..core.errors import LaunchError, LaunchTimeout, RemoteTraceback
+
+_FRAME = re.compile(r'File "(.*)", line (\d+) in (.*)')
+
+
+def raise_failure(failures: dict, spec):
+    """Raise the `LaunchError` for the rank that failed first in time, not a peer's echo of it."""
+    primary = [f for f in failures.values() if not f.secondary] or list(failures.values())
+    first = min(primary, key=lambda f: (f.when, f.rank))
+    n = spec.world_size
+    others = "The other ranks were stopped; nothing is left running." if n > 1 else ""
+    if first.kind == "raised":
+        message = (
+            f"rank {first.rank} of {n} raised {first.exc_type} in worker `{spec.name}`: "
+            f"{_one_line(first.message)} (its traceback is shown above).\n{others}"
+        )
+        cause = RemoteTraceback(f"Traceback of rank {first.rank}:\n{first.traceback}")
+    else:
+        message = f"rank {first.rank} of {n} {first.message} in worker `{spec.name}`.\n{others}"
+        cause = None
+    error = LaunchError(
+        message.strip(),
+        rank=first.rank,
+        world_size=n,
+        exc_type=first.exc_type or None,
+        remote_traceback=first.traceback or None,
+        original=first.original,
+    )
+    raise error from cause
+
+
+def _one_line(text: str, limit: int = 200) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def raise_timeout(captured: dict[int, list[str]], ranks: list[int], spec):
+    """Raise the `LaunchTimeout` naming the stalled ranks and where each one was.
+
+    `captured` holds the stack-dump lines of each rank still running at the timeout.
+    """
+    where = {r: innermost_frame(lines) for r, lines in captured.items()}
+    stuck = [r for r, frame in where.items() if frame and not _in_communication(frame)]
+    waiting = [r for r, frame in where.items() if frame and _in_communication(frame)]
+    n = spec.world_size
+    lines = []
+    if stuck:
+        lines.append(
+            f"{numbered(stuck)} of {n} did not finish within {spec.timeout:g} s in worker "
+            f"`{spec.name}`."
+        )
+    elif waiting:
+        lines.append(
+            f"{numbered(waiting)} of {n} were all waiting to communicate after "
+            f"{spec.timeout:g} s in worker `{spec.name}`: a deadlock (each waits for a message "
+            "that no rank sends, e.g. every rank calls a blocking recv before its send)."
+        )
+    else:
+        lines.append(
+            f"{numbered(sorted(captured) or ranks)} of {n} did not "
+            f"finish within {spec.timeout:g} s in worker `{spec.name}`."
+        )
+    for r in sorted(where):
+        if where[r]:
+            state = "waiting in communication" if _in_communication(where[r]) else "busy"
+            lines.append(f"  rank {r} was {state} at {where[r]}")
+    lines.append(
+        "All ranks were stopped; nothing is left running. Raise `timeout=` if it is just slow."
+    )
+    stalled = stuck or waiting or sorted(captured)
+    raise LaunchTimeout("\n".join(lines), rank=stalled[0] if stalled else None, world_size=n)
+
+
+def numbered(rs: list[int], noun: str = "rank") -> str:
+    """'rank 2', 'ranks 0, 1 and 3' (or nodes)."""
+    if len(rs) == 1:
+        return f"{noun} {rs[0]}"
+    return f"{noun}s " + ", ".join(map(str, rs[:-1])) + f" and {rs[-1]}"
+
+
+def innermost_frame(lines: list[str]) -> str | None:
+    """The first frame of a faulthandler dump is where the rank is now: 'file:line in func'."""
+    for line in lines:
+        match = _FRAME.match(line.strip())
+        if match:
+            path, lineno, func = match.groups()
+            return f"{_short_path(path)}:{lineno} in {func}"
+    return None
+
+
+def _short_path(path: str) -> str:
+    marker = "site-packages" + os.sep
+    return path.split(marker, 1)[1] if marker in path else path
+
+
+def _in_communication(frame: str) -> bool:
+    return "torch/distributed" in frame or "torch\\distributed" in frame
