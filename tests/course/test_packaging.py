@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CONDA_TO_PIP = {"pytorch": "torch"}
 NOT_PACKAGES = {"python", "pip"}
 
