@@ -30,7 +30,7 @@ from torch.utils.data import (
 
 from .errors import DataError
 
-DATA_DIR = Path(os.environ.get("COURSE_DATA", Path(__file__).resolve().parent.parent / "data"))
+DATA_DIR = Path(os.environ.get("COURSE_DATA", Path(__file__).resolve().parents[2] / "data"))
 CIFAR_FOLDER = "cifar-10-batches-py"
 CIFAR_ARCHIVE = "cifar-10-python.tar.gz"
 CIFAR_URL = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"

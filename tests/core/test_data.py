@@ -6,6 +6,7 @@ import hashlib
 import pickle
 import tarfile
 import urllib.error
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -139,3 +140,15 @@ def test_shards_are_disjoint_and_cover_the_data():
 def test_status_reports_both_datasets(tmp_path):
     s = data.status(tmp_path)
     assert s["cifar10"] == "missing" and "not generated" in s["mnist1d"]
+
+
+def test_the_default_data_folder_is_the_repositorys_data():
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "COURSE_DATA"}
+    code = "from course_utils.core import data; print(data.DATA_DIR)"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    repository = Path(__file__).resolve().parents[2]
+    assert Path(out.stdout.strip()) == repository / "data", out.stderr
