@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import sys
 
 from .course import benchmarks as bench_modules
@@ -12,76 +11,14 @@ from .course import benchmarks as bench_modules
 
 def doctor(args) -> int:
     """Print what the course will run with, and fail loudly on what would break it."""
-    problems: list[str] = []
-    print(f"python       {platform.python_version()} ({sys.executable})")
-    try:
-        import torch
-        import torch.distributed as dist
+    from .course.doctor import print_report, report
 
-        print(f"torch        {torch.__version__}")
-    except Exception as exc:
-        print(f"torch        BROKEN: {exc}")
-        problems.append("torch does not import: run `make test` or `pip install -e .[dev]`.")
-        return _report(problems)
-    try:
-        import torchvision
-
-        print(f"torchvision  {torchvision.__version__}")
-    except Exception as exc:
-        print(f"torchvision  BROKEN: {exc}")
-        problems.append(
-            "torchvision does not import. 'operator torchvision::nms does not exist' means a "
-            "torch build that does not match torchvision: reinstall both with "
-            "`pip install --force-reinstall torch torchvision`."
-        )
-    backends = [
-        name
-        for name, ok in (
-            ("gloo", dist.is_gloo_available()),
-            ("nccl", dist.is_nccl_available()),
-            ("mpi", dist.is_mpi_available()),
-        )
-        if ok
-    ]
-    print(f"backends     {', '.join(backends) or 'none'}")
-    if "gloo" not in backends:
-        problems.append("this torch has no gloo backend, which every CPU rank needs.")
-    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    names = [torch.cuda.get_device_name(i) for i in range(gpus)]
-    print(f"gpus         {gpus}" + (f" ({', '.join(names)})" if names else ""))
-    from .core import data, profiles
-    from .core.errors import ProfileError
-    from .ranks.bootstrap import threads_per_rank, usable_cores
-
-    try:
-        profile = profiles.current()
-        print(f"profile      {profile.name}: {profile.description}")
-        print(
-            f"ranks        {profile.world_size} over {profile.backend}, "
-            f"{threads_per_rank(profile.world_size)} thread(s) each of {usable_cores()} cores"
-        )
-    except ProfileError as exc:
-        print(f"profile      BROKEN: {exc}")
-        problems.append(str(exc))
-    for key, value in data.status().items():
-        print(f"data.{key:<7} {value}")
-    problems += _check_launch()
+    facts, problems = report()
+    if args.json:
+        print(json.dumps({**facts, "problems": problems}, indent=1, default=str))
+        return 1 if problems else 0
+    print_report(facts)
     return _report(problems)
-
-
-def _check_launch() -> list[str]:
-    """Start two real gloo ranks and all_reduce: the one thing every notebook needs."""
-    from .ranks.examples import sum_of_ranks
-    from .ranks.launch import launch
-
-    try:
-        results = launch(sum_of_ranks, 2, backend="gloo", timeout=60)
-    except Exception as exc:
-        print(f"launch       BROKEN: {type(exc).__name__}: {exc}")
-        return [f"two gloo ranks could not all_reduce ({exc})."]
-    ok = results == [1, 1]
-    print(f"launch       2 gloo ranks, all_reduce -> {results} {'ok' if ok else 'WRONG'}")
-    return [] if ok else [f"all_reduce of ranks 0+1 gave {results}, expected [1, 1]."]
 
 
 def _report(problems: list[str]) -> int:
@@ -163,7 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m course_utils", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    sub.add_parser("doctor", help="check the installation, backends, GPUs, profile and data")
+    doc = sub.add_parser("doctor", help="check the installation, backends, GPUs, profile, data")
+    doc.add_argument("--json", action="store_true", help="print one JSON object")
 
     b = sub.add_parser("bench", help="run a benchmark and print its figures")
     bsub = b.add_subparsers(dest="bench", required=True)

@@ -108,7 +108,13 @@ def _finish(t: torch.Tensor, flat: torch.Tensor) -> torch.Tensor:
     return t
 
 
-def _wait(requests) -> None:
+def _post(*ops: tuple) -> None:
+    """Post ("send" | "recv", tensor, peer) ops as one group and wait for all of them.
+
+    NCCL needs a send and a receive to one peer grouped, or both ranks wait for each other.
+    """
+    kinds = {"send": dist.isend, "recv": dist.irecv}
+    requests = dist.batch_isend_irecv([dist.P2POp(kinds[k], t, peer) for k, t, peer in ops])
     for request in requests:
         request.wait()
 
@@ -136,7 +142,7 @@ def parameter_server_allreduce(t: torch.Tensor, trace: Trace | None = None) -> t
     log.done(flat)
     log.next_round("broadcast: the server sends the sum to every worker")
     if rank == 0:
-        _wait([dist.isend(flat, worker) for worker in range(1, world)])
+        _post(*[("send", flat, worker) for worker in range(1, world)])
         for worker in range(1, world):
             log.sent(worker, 0, n)
     else:
@@ -169,7 +175,7 @@ def tree_allreduce(t: torch.Tensor, trace: Trace | None = None) -> torch.Tensor:
             dist.send(flat, parent_rank)
             log.sent(parent_rank, 0, n)
         elif depth == level - 1 and children:
-            _wait([dist.irecv(buf, src) for buf, src in zip(incoming, child_ranks, strict=True)])
+            _post(*[("recv", buf, src) for buf, src in zip(incoming, child_ranks, strict=True)])
             for buf, src in zip(incoming, child_ranks, strict=True):
                 flat.add_(buf)
                 log.received(src, 0, n)
@@ -177,7 +183,7 @@ def tree_allreduce(t: torch.Tensor, trace: Trace | None = None) -> torch.Tensor:
     for level in range(1, levels + 1):
         log.next_round(f"broadcast: depth {level - 1} sends the total down")
         if depth == level - 1 and children:
-            _wait([dist.isend(flat, dst) for dst in child_ranks])
+            _post(*[("send", flat, dst) for dst in child_ranks])
             for dst in child_ranks:
                 log.sent(dst, 0, n)
         elif depth == level:
@@ -216,7 +222,7 @@ def butterfly_allreduce(t: torch.Tensor, trace: Trace | None = None) -> torch.Te
         log.next_round(f"exchange with the rank {distance} away (rank XOR {distance})")
         if rank < p:
             partner = rank ^ distance
-            _wait([dist.isend(flat, partner), dist.irecv(incoming, partner)])
+            _post(("send", flat, partner), ("recv", incoming, partner))
             flat.add_(incoming)
             log.sent(partner, 0, n)
             log.received(partner, 0, n)
@@ -260,17 +266,18 @@ def ring_allreduce(t: torch.Tensor, trace: Trace | None = None) -> torch.Tensor:
 
 
 def _ring_step(flat, send, recv, right, left, incoming, log, add: bool) -> None:
-    """One isend/irecv pair; received chunks land in a preallocated buffer or in place."""
+    """One grouped send/receive; received chunks land in a preallocated buffer or in place."""
     (s0, s1), (r0, r1) = send, recv
-    requests = []
+    ops = []
     if s1 > s0:
-        requests.append(dist.isend(flat[s0:s1], right))
+        ops.append(("send", flat[s0:s1], right))
         log.sent(right, s0, s1)
     if r1 > r0:
         target = incoming[: r1 - r0] if add else flat[r0:r1]
-        requests.append(dist.irecv(target, left))
+        ops.append(("recv", target, left))
         log.received(left, r0, r1)
-    _wait(requests)
+    if ops:
+        _post(*ops)
     if add and r1 > r0:
         flat[r0:r1].add_(incoming[: r1 - r0])
     log.done(flat)

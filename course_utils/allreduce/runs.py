@@ -20,10 +20,14 @@ from .algorithms import ALGORITHMS, Trace, known
 BUILTIN = "builtin"
 
 
-def traced_run(algorithm: str, values: list, timeout: float = 60.0) -> list[Trace]:
+def traced_run(
+    algorithm: str, values: list, timeout: float = 60.0, backend: str = "gloo"
+) -> list[Trace]:
     """Run `algorithm` with rank r holding `values[r]`; every rank's trace, values kept."""
     known(algorithm)
-    return launch(_traced_on_rank, len(values), args=(algorithm, values), timeout=timeout)
+    return launch(
+        _traced_on_rank, len(values), args=(algorithm, values), timeout=timeout, backend=backend
+    )
 
 
 def _traced_on_rank(algorithm: str, values: list) -> Trace:
@@ -36,7 +40,7 @@ def _traced_on_rank(algorithm: str, values: list) -> Trace:
 
 
 def compare_with_builtin(
-    world_size: int, numels: tuple, dtypes: tuple, timeout: float = 60.0
+    world_size: int, numels: tuple, dtypes: tuple, timeout: float = 60.0, backend: str = "gloo"
 ) -> list[dict]:
     """Each algorithm against `dist.all_reduce` on the same random inputs.
 
@@ -44,7 +48,9 @@ def compare_with_builtin(
     one (exactly for integers, to rounding for floats), whether all ranks agree bit for
     bit, and the rounds and bytes each rank moved.
     """
-    rows = launch(_compare_on_rank, world_size, args=(numels, dtypes), timeout=timeout)
+    rows = launch(
+        _compare_on_rank, world_size, args=(numels, dtypes), timeout=timeout, backend=backend
+    )
     merged = []
     for i, row in enumerate(rows[0]):
         per_rank = [r[i] for r in rows]
@@ -100,13 +106,16 @@ def _compare_on_rank(numels: tuple, dtypes: tuple) -> list[dict]:
     return rows
 
 
-def pingpong(nbytes: tuple, repeats: int = 10, timeout: float = 60.0) -> list[float]:
+def pingpong(
+    nbytes: tuple, repeats: int = 10, timeout: float = 60.0, backend: str = "gloo"
+) -> list[float]:
     """One-way time of a message of each size between two ranks: the fastest round trip / 2.
 
     The fastest, not the median: it is what the link itself needs, while the slower runs
     measure how busy the machine's other programs kept the cores.
     """
-    return launch(_pingpong_on_rank, 2, args=(tuple(nbytes), repeats), timeout=timeout)[0]
+    args = (tuple(nbytes), repeats)
+    return launch(_pingpong_on_rank, 2, args=args, timeout=timeout, backend=backend)[0]
 
 
 def _pingpong_on_rank(nbytes: tuple, repeats: int) -> list[float]:
@@ -124,6 +133,8 @@ def _pingpong_on_rank(nbytes: tuple, repeats: int) -> list[float]:
             else:
                 dist.recv(buf, 0)
                 dist.send(buf, 0)
+            if buf.is_cuda:  # NCCL returns before the GPU has moved the bytes
+                torch.cuda.synchronize()
             if i:  # the first is a warm-up
                 times.append((time.perf_counter() - start) / 2)
         out.append(min(times))
@@ -136,6 +147,7 @@ def time_allreduce(
     repeats: int = 5,
     algorithms: tuple = (*ALGORITHMS, BUILTIN),
     timeout: float = 300.0,
+    backend: str = "gloo",
 ) -> dict:
     """{algorithm: [median seconds per size]} for float32 tensors of each size in bytes.
 
@@ -146,7 +158,11 @@ def time_allreduce(
         if name != BUILTIN:
             known(name)
     return launch(
-        _time_on_rank, world_size, args=(tuple(nbytes), repeats, tuple(algorithms)), timeout=timeout
+        _time_on_rank,
+        world_size,
+        args=(tuple(nbytes), repeats, tuple(algorithms)),
+        timeout=timeout,
+        backend=backend,
     )[0]
 
 

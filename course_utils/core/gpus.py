@@ -39,6 +39,15 @@ def visible_gpus() -> GpuCount:
     return GpuCount(min(found, visible_entries(listed)), "NVML and CUDA_VISIBLE_DEVICES")
 
 
+def visible_device_ids() -> list[str]:
+    """The ids to put in a child's CUDA_VISIBLE_DEVICES, one GPU each (the sweep's trials)."""
+    count = visible_gpus().count
+    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if listed is None:
+        return [str(i) for i in range(count)]
+    return [entry.strip() for entry in listed.split(",")][:count]
+
+
 def visible_entries(listed: str) -> int:
     """How many devices CUDA_VISIBLE_DEVICES lets through: CUDA stops at the first bad entry."""
     count = 0

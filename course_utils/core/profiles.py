@@ -173,9 +173,24 @@ def get(name: str | None = None) -> Profile:
                 f"profile 'gpu' runs its ranks over NCCL and needs a GPU, but none is "
                 f"visible. Use {ENV_VAR}=cpu."
             )
-        if gpus < profile.world_size:  # one rank per GPU
-            profile = replace(profile, world_size=gpus)
+        profile = fit_to_gpus(profile, gpus)
     return profile
+
+
+def fit_to_gpus(profile: Profile, gpus: int) -> Profile:
+    """Every rank count the profile runs over NCCL, cut to one rank per visible GPU.
+
+    NCCL cannot put two ranks on one GPU, so a 4-rank experiment on a 2-GPU machine runs on
+    2 ranks (its effective batch shrinks with it); the sweeps keep the sizes that fit.
+    """
+    ddp = profile.ddp
+    fitted_ddp = replace(
+        ddp,
+        scaling_world_size=min(ddp.scaling_world_size, gpus),
+        overhead_world_size=min(ddp.overhead_world_size, gpus),
+        split_world_sizes=tuple(n for n in ddp.split_world_sizes if n <= gpus) or (1,),
+    )
+    return replace(profile, world_size=min(profile.world_size, gpus), ddp=fitted_ddp)
 
 
 def current() -> Profile:

@@ -18,10 +18,11 @@ import torch
 import torch.distributed as dist
 from torch import nn
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
-from torch.nn.parallel import DistributedDataParallel as DDP
 
+from ..core.gpus import visible_gpus
 from ..core.history import History
 from ..core.training import tensor_loader, train
+from ..ranks.bootstrap import device
 from ..ranks.launch import launch
 from .equivalence import Setup, build_model, load_data, rank_loader, wrap
 
@@ -132,7 +133,7 @@ def time_replica(setup: Setup, variant: Variant, samples: int) -> StepTimes:
 
 
 def time_single(setup: Setup, batch: int, samples: int, name: str = "one process") -> StepTimes:
-    """The one-process baseline at the same effective batch.
+    """The one-process baseline at the same effective batch, on this rank's device.
 
     One thread, like each rank: a model this small runs no faster on two, and a second
     thread competing for a busy core can make it several times slower.
@@ -140,7 +141,8 @@ def time_single(setup: Setup, batch: int, samples: int, name: str = "one process
     d = load_data(setup)
     loader = tensor_loader(d.train, batch, shuffle=True, seed=setup.seed)
     variant = Variant(name, batch)
-    history = _timed_training(build_model(setup, d), loader, variant, samples, threads=1)
+    model = build_model(setup, d, device())
+    history = _timed_training(model, loader, variant, samples, threads=1)
     return _step_times(variant, 1, history)
 
 
@@ -151,9 +153,13 @@ def _slowest(times: list[StepTimes]) -> StepTimes:
 
 def measure(
     variants: list[Variant], world_size: int, samples_per_rank: int, setup: Setup | None = None,
-    repeats: int = 1,
+    repeats: int = 1, backend: str = "gloo",
 ) -> list[StepTimes]:  # fmt: skip
-    """Time each variant on `world_size` gloo ranks (median of `repeats` launches)."""
+    """Time each variant on `world_size` ranks (median of `repeats` launches).
+
+    The profile's backend puts the ranks on its devices: CPUs over gloo, a GPU each
+    over NCCL, so the gpu profile measures what a GPU cluster pays.
+    """
     setup = setup or Setup()
     load_data(setup)
     results = []
@@ -163,7 +169,7 @@ def measure(
                 launch(
                     time_replica,
                     world_size,
-                    backend="gloo",
+                    backend=backend,
                     args=(setup, variant, samples_per_rank),
                 )
             )
@@ -173,9 +179,14 @@ def measure(
     return results
 
 
-def measure_single(batch: int, samples: int, setup: Setup | None = None, repeats: int = 1):
+def measure_single(
+    batch: int, samples: int, setup: Setup | None = None, repeats: int = 1, backend: str = "gloo"
+) -> StepTimes:
+    """The one-process baseline, run as a single rank so it lands on the backend's device."""
     setup = setup or Setup()
-    runs = [time_single(setup, batch, samples) for _ in range(repeats)]
+    load_data(setup)
+    args = (setup, batch, samples)
+    runs = [launch(time_single, 1, backend=backend, args=args)[0] for _ in range(repeats)]
     return sorted(runs, key=lambda t: t.seconds)[len(runs) // 2]
 
 
@@ -192,7 +203,7 @@ def standard_variants(per_rank_batch: int, accumulate: int = 8) -> list[Variant]
 
 def overlap_timeline(
     world_size: int = 2, layers: int = 6, width: int = 512, batch: int = 256,
-    bucket_cap_mb: float = 1.0, steps: int = 4,
+    bucket_cap_mb: float = 1.0, steps: int = 4, backend: str = "gloo",
 ) -> dict:  # fmt: skip
     """When each layer's gradient is ready and when each bucket's all-reduce runs (rank 0).
 
@@ -200,7 +211,10 @@ def overlap_timeline(
     all-reduce as soon as the bucket is full, while earlier layers still back-propagate.
     """
     return launch(
-        _overlap_rank, world_size, backend="gloo", args=(layers, width, batch, bucket_cap_mb, steps)
+        _overlap_rank,
+        world_size,
+        backend=backend,
+        args=(layers, width, batch, bucket_cap_mb, steps),
     )[0]
 
 
@@ -210,7 +224,7 @@ def _overlap_rank(layers: int, width: int, batch: int, bucket_cap_mb: float, ste
     for i in range(layers):
         blocks += [nn.Linear(width, width), nn.ReLU()] if i < layers - 1 else [nn.Linear(width, 10)]
     net = nn.Sequential(*blocks)
-    model = DDP(net, bucket_cap_mb=bucket_cap_mb)
+    model = wrap(net, bucket_cap_mb=bucket_cap_mb)
     recorder = _Recorder(HOOKS["allreduce"])
     model.register_comm_hook(recorder, recording_hook)
     ready: dict[str, float] = {}
@@ -221,13 +235,16 @@ def _overlap_rank(layers: int, width: int, batch: int, bucket_cap_mb: float, ste
         layer.weight.register_post_accumulate_grad_hook(
             lambda p, name=name: ready.__setitem__(name, time.perf_counter())
         )
-    x, y = torch.randn(batch, width), torch.randint(0, 10, (batch,))
+    where = device()
+    x, y = torch.randn(batch, width, device=where), torch.randint(0, 10, (batch,), device=where)
     for _ in range(steps):  # the last step is recorded; the first ones build the buckets
         recorder.events.clear()
         ready.clear()
         loss = nn.functional.cross_entropy(model(x), y)
+        _synchronize(where)
         start = time.perf_counter()
         loss.backward()
+        _synchronize(where)
         end = time.perf_counter()
     return {
         "layers": [(name, ready[name] - start) for name, _ in linears],
@@ -238,15 +255,27 @@ def _overlap_rank(layers: int, width: int, batch: int, bucket_cap_mb: float, ste
     }
 
 
+def _synchronize(where: torch.device) -> None:
+    """A timed region ends when the GPU has finished, not when the work was queued."""
+    if where.type == "cuda":
+        torch.cuda.synchronize()
+
+
 def data_parallel_vs_one_device(setup: Setup | None = None, batch: int = 512, steps: int = 50):
     """`nn.DataParallel` over every visible GPU against one GPU; None with fewer than two.
 
     One process drives all GPUs: each step scatters the batch, copies the model to every
     GPU and gathers the results on the first, which DDP's one process per GPU avoids.
     """
-    if not torch.cuda.is_available() or torch.cuda.device_count() < 2:
+    if visible_gpus().count < 2:  # counted without starting CUDA in the notebook's kernel
         return None
     setup = setup or Setup()
+    load_data(setup)
+    return launch(_data_parallel_vs_one_device, 1, backend="gloo", args=(setup, batch, steps))[0]
+
+
+def _data_parallel_vs_one_device(setup: Setup, batch: int, steps: int) -> dict:
+    """In a rank of its own, so that CUDA starts there and never in the kernel."""
     d = load_data(setup)
     x, y = (t[:batch].to("cuda:0") for t in d.train.tensors)
 

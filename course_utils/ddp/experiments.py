@@ -144,13 +144,18 @@ class SplitRow:
 
 
 def split_global_batch(
-    global_batch: int, world_sizes: tuple[int, ...], setup: Setup, samples_per_rank: int
+    global_batch: int,
+    world_sizes: tuple[int, ...],
+    setup: Setup,
+    samples_per_rank: int,
+    backend: str = "gloo",
 ) -> list[SplitRow]:
     """One global batch over 1, 2, 4 ... ranks: seconds of compute and of all-reduce per step."""
     rows = []
     for n in world_sizes:
         b = global_batch // n
-        (t,) = measure([Variant(f"{n} x {b}", b)], n, max(samples_per_rank // n, b * 4), setup)
+        samples = max(samples_per_rank // n, b * 4)
+        (t,) = measure([Variant(f"{n} x {b}", b)], n, samples, setup, backend=backend)
         steps = t.samples / b
         rows.append(SplitRow(n, b, t.compute / steps, t.communication / steps))
     return rows

@@ -21,6 +21,7 @@ import torch
 import torch.distributed as dist
 
 from ..core.errors import BackendError
+from ..core.gpus import visible_gpus
 
 BACKENDS = ("auto", "gloo", "nccl")
 
@@ -67,7 +68,7 @@ def resolve_backend(backend: str, ranks_on_this_machine: int) -> str:
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend={backend!r} is not one of {', '.join(map(repr, BACKENDS))}.")
-    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    gpus = visible_gpus().count
     if backend == "gloo":
         return "gloo"
     if backend == "auto" and gpus == 0:

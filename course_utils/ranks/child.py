@@ -63,8 +63,8 @@ def rank_main(spec: RankSpec, r: int, result_conn, out_conn, err_conn) -> None:
         lo = rank_setup.loopback_interface()
         if lo:
             os.environ["GLOO_SOCKET_IFNAME"] = lo
-    rank_setup.prepare(spec.backend, r, spec.threads)
-    try:
+    try:  # choosing the GPU is inside: a CUDA failure here is this rank's error, named
+        rank_setup.prepare(spec.backend, r, spec.threads)
         fn, args, kwargs = cloudpickle.loads(spec.payload)
         rank_setup.init_process_group(
             spec.backend, spec.timeout, spec.init_method, rank=r, world_size=spec.world_size

@@ -28,3 +28,11 @@ def sum_of_ranks() -> int:
     t = torch.tensor([dist.get_rank()], device=device())
     dist.all_reduce(t, op=dist.ReduceOp.SUM)
     return int(t.item())
+
+
+def cuda_all_reduce() -> dict:
+    """A one on this rank's own GPU, summed over the group: NCCL and CUDA working together."""
+    t = torch.ones(1, device=device())
+    dist.all_reduce(t)
+    torch.cuda.synchronize()
+    return {"value": float(t.item()), "device": str(t.device), "name": torch.cuda.get_device_name()}

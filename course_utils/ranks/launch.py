@@ -36,7 +36,7 @@ def launch(
     world_size: int,
     *,
     backend: str = "auto",
-    timeout: float = DEFAULT_TIMEOUT,
+    timeout: float | None = None,
     args: tuple = (),
     kwargs: dict | None = None,
     start_method: str | None = None,
@@ -52,14 +52,16 @@ def launch(
     Inside `fn`, `torch.distributed` is initialised: `dist.get_rank()`, collectives and
     point-to-point operations work as under torchrun. Tensors in the results come back
     on the CPU. `start_method` is chosen for you: fork (fast; each rank computes on one
-    thread, see `rank.threads_for`), or spawn once CUDA is in use (each rank gets its
-    share of the cores).
+    thread, see `bootstrap.threads_for`), or spawn for NCCL and once CUDA is in use here
+    (each rank gets its share of the cores). `timeout` defaults to the profile's
+    `launch_timeout` (120 s on the cpu profile, an hour for the gpu profile's full runs).
     """
     kwargs = {} if kwargs is None else kwargs
+    timeout = default_timeout() if timeout is None else timeout
     _check_arguments(fn, world_size, timeout, args, kwargs)
     backend = rank_setup.resolve_backend(backend, world_size)
     payload = _pickle_payload(fn, args, kwargs)
-    ctx = processes.context(start_method)
+    ctx = processes.context(start_method, backend)
     method = ctx.get_start_method()
     workdir = tempfile.mkdtemp(prefix="course-launch-")
     spec = RankSpec(
@@ -85,6 +87,17 @@ def launch(
         stop_all(ranks)
         close_streams(ranks)
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def default_timeout() -> float:
+    """The profile's `launch_timeout`; the cpu profile's when the profile cannot run here."""
+    from ..core import profiles
+    from ..core.errors import ProfileError
+
+    try:
+        return profiles.current().launch_timeout
+    except ProfileError:
+        return DEFAULT_TIMEOUT
 
 
 def live_children() -> list[int]:

@@ -39,11 +39,13 @@ def torchrun_command(
 ) -> list[str]:
     """The command to run on node `node_rank` (all nodes use the same master address and port).
 
-    By default every rank runs `course_utils.ranks.torchrun TARGET`; give `module` and `module_args`
-    to run another script, such as `course_utils.ddp.torchrun_train`.
+    By default every rank runs `course_utils.ranks.torchrun TARGET`; give `module` and
+    `module_args` to run another script, such as `course_utils.ddp.torchrun_train`. Either
+    way the script is told `--backend`, unless `module_args` already says which.
     """
-    if module_args is None:
-        module_args = [target, f"--backend={backend}"]
+    module_args = [target] if module_args is None else list(module_args)
+    if not any(a == "--backend" or a.startswith("--backend=") for a in module_args):
+        module_args.append(f"--backend={backend}")
     return [
         python, "-m", "torch.distributed.run",
         f"--nnodes={nnodes}",

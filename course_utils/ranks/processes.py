@@ -22,20 +22,26 @@ import torch
 from . import bootstrap as rank_setup
 
 
-def default_start_method() -> str:
-    """Fork is fast (0.15 s for 4 ranks); it is unsafe once CUDA runs in this process."""
-    if "fork" in mp.get_all_start_methods() and not torch.cuda.is_initialized():
-        return "fork"
-    return "spawn"
+def default_start_method(backend: str = "gloo") -> str:
+    """Fork (0.15 s for 4 ranks) unless the children need CUDA that fork cannot give them.
+
+    A forked child cannot start CUDA once this process has (PyTorch's "bad fork"), and NCCL
+    ranks each start CUDA on their own GPU, so they are spawned. The course never starts
+    CUDA in the kernel on its own (GPUs are counted through NVML, see `core.gpus`).
+    """
+    cuda_here = torch.cuda.is_initialized() or torch.cuda._is_in_bad_fork()
+    if backend == "nccl" or cuda_here or "fork" not in mp.get_all_start_methods():
+        return "spawn"
+    return "fork"
 
 
-def context(start_method: str | None = None):
+def context(start_method: str | None = None, backend: str = "gloo"):
     """The multiprocessing context to start children with (`default_start_method` if None).
 
     Before a fork, torch's lazily loaded modules are imported here once, so that the
     children inherit them instead of each importing them again.
     """
-    method = start_method or default_start_method()
+    method = start_method or default_start_method(backend)
     if method == "fork":
         warm_up_imports()
     return mp.get_context(method)

@@ -20,8 +20,8 @@ from dataclasses import asdict, dataclass, field
 from multiprocessing.connection import wait
 
 import cloudpickle
-import torch
 
+from ..core.gpus import visible_device_ids
 from ..ranks import bootstrap as rank_setup
 from ..ranks import processes
 from .sweep_config import SweepConfigError, resolve_trial, trials_from, validate
@@ -138,7 +138,7 @@ def run(
     ctx = processes.context(start_method)  # warms up torch's imports before a fork
     method = ctx.get_start_method()
     threads = rank_setup.threads_for(min(jobs, len(trials)), method)
-    gpus = _visible_gpus()
+    gpus = visible_device_ids()
     pending, running = list(trials), {}  # slot -> (process, connection, trial)
     started = time.perf_counter()
     try:
@@ -160,15 +160,6 @@ def run(
         if t.metrics is not None and metric not in t.metrics:
             t.error = f"KeyError: the trial returned no {metric!r}, only {', '.join(t.metrics)}"
     return SweepResult(config, jobs, time.perf_counter() - started, trials)
-
-
-def _visible_gpus() -> list[str]:
-    if not torch.cuda.is_available():
-        return []
-    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if listed:
-        return [g.strip() for g in listed.split(",") if g.strip()]
-    return [str(i) for i in range(torch.cuda.device_count())]
 
 
 def _start(ctx, payload: bytes, params: dict, threads: int, gpu: str | None):

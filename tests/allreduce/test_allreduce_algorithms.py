@@ -39,7 +39,7 @@ def _non_contiguous_and_2d() -> list:
 
 
 def test_shapes_and_non_contiguous_tensors_are_summed_in_place():
-    per_rank = launch(_non_contiguous_and_2d, 3)
+    per_rank = launch(_non_contiguous_and_2d, 3, backend="gloo")
     base = torch.arange(12, dtype=torch.int64).reshape(3, 4)
     for name, same_object, transposed, grid in per_rank[1]:
         assert same_object, name
@@ -73,7 +73,7 @@ def test_butterfly_folds_in_ranks_beyond_a_power_of_two():
 
 
 def test_trace_counts_bytes_and_messages():
-    traces = launch(_ring_with_trace, 4)
+    traces = launch(_ring_with_trace, 4, backend="gloo")
     for trace in traces:
         assert trace.bytes_sent == trace.bytes_received == 2 * 3 * 2 * 4  # 6 steps, 2 floats
         assert trace.messages_sent == 6
@@ -101,7 +101,7 @@ def _not_a_tensor():
 
 def test_a_list_is_refused_with_a_clear_message():
     with pytest.raises(LaunchError, match="needs a torch.Tensor"):
-        launch(_not_a_tensor, 2, timeout=30)
+        launch(_not_a_tensor, 2, timeout=30, backend="gloo")
 
 
 def test_unknown_algorithm_is_refused():

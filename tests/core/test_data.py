@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
-import pickle
 import tarfile
 import urllib.error
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
+from cifar_archive import write_fake_cifar
 
 from course_utils.core import data
 from course_utils.core.errors import DataError
@@ -46,23 +44,8 @@ def test_mnist1d_refuses_a_bad_size(tmp_path):
         data.mnist1d(num_samples=15, root=tmp_path)
 
 
-def _fake_cifar(root, n_per_batch=6):
-    """Files in CIFAR-10's own on-disk format (pickled dicts of uint8 rows), tiny."""
-    folder = root / data.CIFAR_FOLDER
-    folder.mkdir(parents=True)
-    rng = np.random.default_rng(0)
-    names = [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]
-    for name in names:
-        batch = {
-            "data": rng.integers(0, 256, size=(n_per_batch, 3072), dtype=np.uint8),
-            "labels": rng.integers(0, 10, size=n_per_batch).tolist(),
-        }
-        (folder / name).write_bytes(pickle.dumps(batch))
-    return {name: hashlib.md5((folder / name).read_bytes()).hexdigest() for name in names}
-
-
 def test_cifar10_loads_a_checked_copy(tmp_path):
-    sums = _fake_cifar(tmp_path)
+    sums = write_fake_cifar(tmp_path)
     d = data.cifar10(root=tmp_path, checksums=sums)
     assert (len(d.train), len(d.test)) == (30, 6)
     assert d.train.tensors[0].shape == (30, 3, 32, 32) and d.input_shape == (3, 32, 32)
@@ -70,7 +53,7 @@ def test_cifar10_loads_a_checked_copy(tmp_path):
 
 
 def test_cifar10_corrupt_file_is_named(tmp_path):
-    sums = _fake_cifar(tmp_path)
+    sums = write_fake_cifar(tmp_path)
     (tmp_path / data.CIFAR_FOLDER / "data_batch_3").write_bytes(b"garbage")
     with pytest.raises(DataError, match="damaged.*data_batch_3.*Delete that folder"):
         data.cifar10(root=tmp_path, checksums=sums)
@@ -95,7 +78,7 @@ def test_cifar10_download_without_network_is_a_clear_error(tmp_path, monkeypatch
 
 def test_cifar10_archive_copied_by_hand_is_unpacked(tmp_path):
     staging = tmp_path / "staging"
-    sums = _fake_cifar(staging)
+    sums = write_fake_cifar(staging)
     root = tmp_path / "root"
     root.mkdir()
     with tarfile.open(root / data.CIFAR_ARCHIVE, "w:gz") as tar:

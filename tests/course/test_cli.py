@@ -26,7 +26,17 @@ def test_doctor_reports_versions_backends_gpus_profile_data():
     assert out.returncode == 0, out.stderr
     for word in ("python", "torch", "torchvision", "backends", "gloo", "gpus", "profile", "data."):
         assert word in out.stdout
-    assert "launch       2 gloo ranks, all_reduce -> [1, 1] ok" in out.stdout
+    assert "2 gloo ranks, all_reduce -> [1, 1] ok" in out.stdout
+
+
+def test_doctor_json_says_how_ranks_start_and_whether_the_kernel_can_fork():
+    out = run("doctor", "--json")
+    assert out.returncode == 0, out.stderr
+    facts = json.loads(out.stdout)
+    assert facts["start_method"] == {"gloo": "fork", "nccl": "spawn"}
+    assert facts["gpus"]["count"] >= 0 and facts["gpus"]["counted_by"]
+    assert facts["forked_child_in_bad_fork"] is False and facts["problems"] == []
+    assert facts["profile"]["name"] in ("cpu", "gpu")
 
 
 def test_doctor_fails_with_a_clear_message(monkeypatch):
@@ -40,7 +50,10 @@ def test_doctor_fails_with_a_clear_message(monkeypatch):
 
 
 def test_doctor_fails_when_ranks_cannot_start(monkeypatch, capsys):
-    monkeypatch.setattr(cli, "_check_launch", lambda: ["two gloo ranks could not all_reduce"])
+    from course_utils.course import doctor
+
+    broken = ("BROKEN", ["two gloo ranks could not all_reduce"])
+    monkeypatch.setattr(doctor, "check_launch", lambda: broken)
     assert cli.main(["doctor"]) == 1
     assert "could not all_reduce" in capsys.readouterr().err
 

@@ -6,6 +6,7 @@ import pytest
 import torch
 from torch.utils.data import DistributedSampler, TensorDataset
 
+from course_utils.core.gpus import visible_gpus
 from course_utils.ddp import cost as ddp_timing
 from course_utils.ddp import equivalence as dp
 from course_utils.ddp import experiments as ddp_runs
@@ -100,6 +101,6 @@ def test_ddp_training_script_runs_as_a_two_node_torchrun_job():
 
 
 def test_data_parallel_needs_two_gpus():
-    if torch.cuda.device_count() >= 2:
+    if visible_gpus().count >= 2:
         pytest.skip("this machine has GPUs")
     assert ddp_timing.data_parallel_vs_one_device() is None

@@ -15,6 +15,7 @@ import torch
 import torch.distributed as dist
 
 from course_utils.core.errors import BackendError, LaunchError, LaunchTimeout
+from course_utils.core.gpus import GpuCount, visible_gpus
 from course_utils.ranks import bootstrap as rank_setup
 from course_utils.ranks.launch import launch, live_children
 
@@ -223,7 +224,7 @@ def test_unpicklable_result_is_a_clear_error():
 
 
 def test_nccl_without_gpus_says_what_to_use():
-    if torch.cuda.is_available():
+    if visible_gpus().count:
         pytest.skip("this machine has GPUs")
     with pytest.raises(BackendError, match="backend='gloo'"):
         launch(rank_pid_and_sum, 2, backend="nccl")
@@ -243,8 +244,7 @@ def test_nccl_without_gpus_says_what_to_use():
     ],
 )
 def test_backend_resolution(monkeypatch, gpus, backend, world_size, expected):
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: gpus > 0)
-    monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
+    monkeypatch.setattr(rank_setup, "visible_gpus", lambda: GpuCount(gpus, "a test"))
     monkeypatch.setattr(dist, "is_nccl_available", lambda: True)
     if expected is BackendError:
         with pytest.raises(BackendError, match="Use backend='gloo'"):

@@ -23,12 +23,12 @@ def test_two_torchrun_agents_form_one_job():
 
 
 def test_same_function_under_launch_and_under_torchrun():
-    under_launch = launch(sum_of_ranks, 2)
+    under_launch = launch(sum_of_ranks, 2, backend="gloo")
     under_torchrun = run_local_nodes(
         "course_utils.ranks.examples:sum_of_ranks", nnodes=2, echo=False
     )
     assert under_launch == under_torchrun == [1, 1]
-    assert [r["rank"] for r in launch(whoami, 2)] == [0, 1]
+    assert [r["rank"] for r in launch(whoami, 2, backend="gloo")] == [0, 1]
 
 
 FAULTS = """
