@@ -154,17 +154,35 @@ def _first_line_of_error(exc) -> str:
     return f"{ename}: {evalue}".splitlines()[0][:300]
 
 
+KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+
+
 def store(nb, path: Path) -> None:
-    """Write with stable metadata: no widget state (GitHub cannot render it), no timings."""
+    """Write with stable metadata: no widget state (GitHub cannot render it), no timings.
+
+    A widget's stored output keeps only its static picture: without the live widget, a
+    reader would see its text repr ("HBox(children=...") or a "Figure" label instead. The
+    kernelspec is the one JupyterLab writes, so opening a notebook does not mark it modified.
+    """
     nb.metadata.pop("widgets", None)
+    nb.metadata["kernelspec"] = dict(KERNELSPEC)
     for cell in nb.cells:
         cell.metadata.pop("execution", None)
         if cell.get("cell_type") == "code":
-            cell.outputs = _coalesced(cell.get("outputs", []))
-            for output in cell.outputs:
-                data = output.get("data", {})
-                data.pop("application/vnd.jupyter.widget-view+json", None)
+            outputs = [static_output(o) for o in _coalesced(cell.get("outputs", []))]
+            cell.outputs = [o for o in outputs if o is not None]
     nbformat.write(nb, path)
+
+
+def static_output(output):
+    """The output as the web shows it: a widget reduced to its picture, or dropped."""
+    data = output.get("data", {})
+    if data.pop("application/vnd.jupyter.widget-view+json", None) is None:
+        return output
+    if "image/png" in data:
+        output["data"] = {"image/png": data["image/png"]}
+        return output
+    return None
 
 
 def format_table(reports: list[Report]) -> str:

@@ -84,3 +84,24 @@ def test_stream_chunks_are_stored_as_one_output(tmp_path):
     notebooks.execute(path, write=True)
     outputs = json.loads(path.read_text())["cells"][0]["outputs"]
     assert len(outputs) == 1 and "".join(outputs[0]["text"]) == "0\n1\n2\n"
+
+
+def test_a_stored_widget_keeps_only_its_picture_and_the_kernelspec_is_jupyterlabs(tmp_path):
+    view = {"application/vnd.jupyter.widget-view+json": {"model_id": "x", "version_major": 2}}
+    picture = {"image/png": "iVBOR", "text/html": "<div>Figure</div>", "text/plain": "Canvas()"}
+    shown = [
+        {**view, "text/plain": "HBox(children=(Dropdown(...),))"},
+        {**view, **picture},
+        {"text/plain": "42"},
+    ]
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("explorer()")
+    cell.outputs = [nbformat.v4.new_output("display_data", data=d) for d in shown]
+    nb.cells = [cell]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
+    path = tmp_path / "widget.ipynb"
+    notebooks.store(nb, path)
+    stored = json.loads(path.read_text())
+    kept = [o["data"] for o in stored["cells"][0]["outputs"]]
+    assert kept[0] == {"image/png": "iVBOR"} and list(kept[1]) == ["text/plain"] and len(kept) == 2
+    assert stored["metadata"]["kernelspec"]["display_name"] == "Python 3 (ipykernel)"
