@@ -9,8 +9,8 @@ calculator (`calculator`) and the exercise's checker (`exercises`).
 """
 
 from . import charts, formulas, verdicts
-from .anatomy import SavedBytes, anatomy
-from .calculator import calculator, per_rank_bytes
+from .anatomy import SavedBytes, rank_anatomy
+from .calculator import memory_calculator, per_rank_bytes
 from .charts import (
     anatomy_bars,
     checkpoint_curve,
@@ -31,11 +31,9 @@ __all__ = [
     "MOMENTUM",
     "STAGES",
     "SavedBytes",
-    "anatomy",
     "anatomy_bars",
     "autocast_race",
     "batches",
-    "calculator",
     "charts",
     "check_shard_optimizer",
     "checkpoint_curve",
@@ -45,11 +43,13 @@ __all__ = [
     "formulas",
     "fsdp_timeline",
     "fsdp_training",
+    "memory_calculator",
     "mlp",
     "model_state_bytes",
     "per_rank_bytes",
     "precision_panels",
     "prefetched_layers",
+    "rank_anatomy",
     "small_sums",
     "underflow",
     "verdicts",

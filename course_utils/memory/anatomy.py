@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from ..ranks.launch import launch
 from .zero import _nbytes, mlp
 
-__all__ = ["SavedBytes", "anatomy", "measure_rank"]
+__all__ = ["SavedBytes", "measure_rank", "rank_anatomy"]
 
 
 class SavedBytes(contextlib.AbstractContextManager):
@@ -82,7 +82,7 @@ def _anatomy_on_rank(widths, x, y) -> dict:
     return measure_rank(widths, x[part], y[part])
 
 
-def anatomy(widths, world_size: int, x: torch.Tensor, y: torch.Tensor, timeout=60.0) -> list:
+def rank_anatomy(widths, world_size: int, x: torch.Tensor, y: torch.Tensor, timeout=60.0) -> list:
     """Every rank's bytes by kind, for one DDP-style step on its share of the batch (x, y)."""
     return launch(
         _anatomy_on_rank, world_size, backend="gloo", args=(widths, x, y), timeout=timeout

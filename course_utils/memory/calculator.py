@@ -1,7 +1,7 @@
 """A memory calculator: bytes per rank for a model size, ranks, ZeRO stage, precision, recompute.
 
 `per_rank_bytes` is the formula (`formulas.model_state_bytes`) plus the activations,
-which checkpointing shrinks by the share the notebook measured. `calculator` shows it
+which checkpointing shrinks by the share the notebook measured. `memory_calculator` shows it
 with sliders: with ipympl the picture redraws as they move, and the stored output keeps a
 PNG of the first view for the web and nbval; without ipympl it shows that picture alone.
 """
@@ -16,7 +16,7 @@ from . import charts
 from .formulas import PRECISIONS, model_state_bytes
 from .zero import STAGES
 
-__all__ = ["calculator", "per_rank_bytes"]
+__all__ = ["memory_calculator", "per_rank_bytes"]
 
 
 def per_rank_bytes(
@@ -44,7 +44,7 @@ def _picture(params, ranks, stage, precision, activations, checkpointing, kept, 
     return charts.state_by_stage(by_stage, chosen=stage, ax=ax, title=title)
 
 
-def calculator(
+def memory_calculator(
     params: float = 7e9,
     ranks: int = 8,
     stage: int = 3,

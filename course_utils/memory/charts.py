@@ -74,7 +74,7 @@ def zero_bytes(rows: list[dict]):
         ax.set_title(f"N = {world}", fontsize=10)
     axes[0].set_ylabel("MB each rank keeps between steps")
     axes[0].plot([], [], "k_", ms=12, mew=2, label="formula")
-    axes[0].legend(fontsize=7)
+    axes[-1].legend(*axes[0].get_legend_handles_labels(), fontsize=7)  # where the bars are low
     ddp, last = (_held(rows, worlds[-1], s) for s in (stages[0], stages[-1]))
     fig.suptitle(
         f"On {worlds[-1]} ranks ZeRO-{stages[-1]} keeps {ddp / last:.1f}x less per rank than DDP"
