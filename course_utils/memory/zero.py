@@ -99,6 +99,8 @@ class ZeroRank:
         if stage == 3:
             self.flats = []
             self.shards = [nn.Parameter(own_chunk(f).clone()) for f in flats]
+            for layer in self.layers:  # the full weights are gone: only the chunks remain
+                layer.weight = layer.bias = nn.Parameter(torch.empty(0))
             owned = self.shards
         else:
             self.flats = flats

@@ -91,3 +91,22 @@ def test_an_unknown_stage_is_refused():
 
     with pytest.raises(ValueError, match="stage must be one of"):
         ZeroRank(mlp(ODD), 4, 1, LR)
+
+
+def _what_stays(stage: int) -> tuple:
+    from course_utils.memory.zero import ZeroRank
+
+    zero = ZeroRank(mlp(ODD), stage, 2, LR)
+    x, y = runs.batches(1, 8)
+    zero.step(x[0, :4], y[0, :4])
+    full_grads = [p.grad for layer in zero.layers for p in (layer.weight, layer.bias)]
+    return sum(p.numel() for p in zero.model.parameters()), full_grads
+
+
+def test_zero2_frees_full_gradients_and_zero3_full_weights():
+    from course_utils.ranks.launch import launch
+
+    kept_weights, grads = launch(_what_stays, 2, backend="gloo", args=(2,))[0]
+    assert kept_weights == 367 and all(g is None for g in grads)
+    kept_weights, _ = launch(_what_stays, 2, backend="gloo", args=(3,))[0]
+    assert kept_weights == 0
