@@ -79,7 +79,9 @@ def measure_rank(widths, x: torch.Tensor, y: torch.Tensor, lr: float = 1e-3) -> 
 def _anatomy_on_rank(widths, x, y) -> dict:
     per_rank = len(x) // dist.get_world_size()
     part = slice(dist.get_rank() * per_rank, (dist.get_rank() + 1) * per_rank)
-    return measure_rank(widths, x[part], y[part])
+    row = measure_rank(widths, x[part], y[part])
+    dist.barrier()  # a rank that never communicates must not leave while peers still connect
+    return row
 
 
 def rank_anatomy(widths, world_size: int, x: torch.Tensor, y: torch.Tensor, timeout=60.0) -> list:

@@ -49,6 +49,12 @@ def expected(numel: int, world: int = WORLD_SIZE, extra_division: int = 1) -> to
 
 
 def _on_rank(fn, numel: int) -> dict:
+    result = _steps(fn, numel)
+    dist.barrier()  # a stub never communicates: no rank may leave while peers still connect
+    return result
+
+
+def _steps(fn, numel: int) -> dict:
     rank = dist.get_rank()
     params, state = _start(numel), {}
     for step in range(STEPS):
