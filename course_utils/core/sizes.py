@@ -179,8 +179,12 @@ class ScalingSizes:
 
 @dataclass(frozen=True)
 class MemorySizes:
-    """Notebook 08: where each rank's bytes go; ZeRO-1/2/3 by hand, FSDP2, precision, recompute."""
+    """Notebook 08: where each rank's bytes go; ZeRO-1/2/3 by hand, FSDP2, precision, recompute.
 
+    Every experiment counts bytes on CPU tensors over gloo, so it is the same in every profile.
+    """
+
+    dataset: str = "mnist1d"
     widths: tuple[int, ...] = (40, 256, 256, 256, 10)  # the MLP every ZeRO stage trains
     batch_per_rank: int = 32
     steps: int = 20  # then the parameters are compared with DDP's
