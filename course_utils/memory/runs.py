@@ -18,7 +18,7 @@ from ..ranks.launch import launch
 from .formulas import model_state_bytes
 from .zero import STAGES, ZeroRank, mlp
 
-__all__ = ["batches", "compare_stages", "train_stage"]
+__all__ = ["batches", "compare_stages", "train_stages"]
 
 
 def batches(steps: int, global_batch: int, dataset: str = "mnist1d"):
@@ -32,38 +32,42 @@ def batches(steps: int, global_batch: int, dataset: str = "mnist1d"):
     ).clone()
 
 
-def train_stage(widths, stage: int, x: torch.Tensor, y: torch.Tensor, lr: float) -> dict:
-    """Train on this rank's slice of each global batch; what the stage held, sent and took."""
+def train_stages(widths, stages, x: torch.Tensor, y: torch.Tensor, lr: float) -> list[dict]:
+    """Train every stage on this rank's slice of each global batch; what each held, sent, took.
+
+    The stages take turns step by step, so that a busy machine slows all of them alike.
+    """
     rank, world = dist.get_rank(), dist.get_world_size()
-    zero = ZeroRank(mlp(widths), stage, world, lr)
+    zeros = {stage: ZeroRank(mlp(widths), stage, world, lr) for stage in stages}
+    times = {stage: [] for stage in stages}
+    sent = {stage: [] for stage in stages}
     per_rank = x.shape[1] // world
-    times, sent = [], []
+    part = slice(rank * per_rank, (rank + 1) * per_rank)
     for step in range(x.shape[0]):
-        part = slice(rank * per_rank, (rank + 1) * per_rank)
-        before = zero.trace.bytes_sent
-        dist.barrier()
-        start = time.perf_counter()
-        zero.step(x[step, part], y[step, part])
-        times.append(time.perf_counter() - start)
-        sent.append(zero.trace.bytes_sent - before)
-        zero.trace.rounds.clear()
-    numel = zero.parameter_count()
+        for stage, zero in zeros.items():
+            dist.barrier()
+            start = time.perf_counter()
+            zero.step(x[step, part], y[step, part])
+            times[stage].append(time.perf_counter() - start)
+            sent[stage].append(zero.trace.bytes_sent)
+            zero.trace.rounds.clear()
+    return [_row(zero, times[s], sent[s]) for s, zero in zeros.items()]
+
+
+def _row(zero: ZeroRank, times: list, sent: list) -> dict:
+    numel, world = zero.parameter_count(), zero.world
     return {
-        "stage": stage,
+        "stage": zero.stage,
         "world_size": world,
-        "rank": rank,
+        "rank": dist.get_rank(),
         "numel": numel,
         "params": zero.full_parameters(),
         "held": zero.held_bytes(),
         "measured": sum(zero.held_bytes().values()),
-        "predicted": model_state_bytes(numel, world, stage),
+        "predicted": model_state_bytes(numel, world, zero.stage),
         "bytes_sent": statistics.median(sent),
-        "step_seconds": statistics.median(times[1:] or times),
+        "step_seconds": statistics.median(times[1:] or times),  # the first step warms up
     }
-
-
-def _stages_on_rank(widths, stages, x, y, lr) -> list[dict]:
-    return [train_stage(widths, stage, x, y, lr) for stage in stages]
 
 
 def compare_stages(
@@ -78,7 +82,7 @@ def compare_stages(
     for world in world_sizes:
         x, y = batches(steps, world * batch_per_rank)
         per_rank = launch(
-            _stages_on_rank,
+            train_stages,
             world,
             backend="gloo",
             args=(tuple(widths), tuple(stages), x, y, lr),
