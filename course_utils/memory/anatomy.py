@@ -15,7 +15,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from ..ranks.launch import launch
-from .zero import _nbytes, mlp
+from .zero import mlp, storage_bytes
 
 __all__ = ["SavedBytes", "measure_rank", "rank_anatomy"]
 
@@ -68,9 +68,9 @@ def measure_rank(widths, x: torch.Tensor, y: torch.Tensor, lr: float = 1e-3) -> 
     return {
         "rank": dist.get_rank() if dist.is_initialized() else 0,
         "numel": sum(p.numel() for p in model.parameters()),
-        "params": _nbytes(model.parameters()),
-        "grads": _nbytes(p.grad for p in model.parameters()),
-        "optimizer": _nbytes(master) + _nbytes(moments),
+        "params": storage_bytes(model.parameters()),
+        "grads": storage_bytes(p.grad for p in model.parameters()),
+        "optimizer": storage_bytes(master) + storage_bytes(moments),
         "activations": saved.nbytes,
         "batch": len(x),
     }

@@ -22,7 +22,7 @@ from torch import nn
 
 from .ring import Trace, all_gather_, all_reduce_, own_chunk, reduce_scatter_
 
-__all__ = ["STAGES", "ZeroRank", "mlp", "padded_numel"]
+__all__ = ["STAGES", "ZeroRank", "mlp", "padded_numel", "storage_bytes"]
 
 STAGES = (0, 1, 2, 3)
 
@@ -206,16 +206,16 @@ class ZeroRank:
             t for state in self.optimizer.state.values() for k, t in state.items() if k != "step"
         ]
         return {
-            "params": _nbytes(params),
-            "grads": _nbytes(grads),
-            "optimizer": _nbytes(moments),
+            "params": storage_bytes(params),
+            "grads": storage_bytes(grads),
+            "optimizer": storage_bytes(moments),
         }
 
     def parameter_count(self) -> int:
         return sum(u.numel for u in self.units)
 
 
-def _nbytes(tensors) -> int:
+def storage_bytes(tensors) -> int:
     """Bytes of the distinct storages behind `tensors` (views of one buffer count once)."""
     storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors}
     return sum(storages.values())
