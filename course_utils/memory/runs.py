@@ -65,7 +65,7 @@ def _row(zero: ZeroRank, times: list, sent: list) -> dict:
         "held": zero.held_bytes(),
         "measured": sum(zero.held_bytes().values()),
         "predicted": model_state_bytes(numel, world, zero.stage),
-        "bytes_sent": statistics.median(sent),
+        "bytes_sent": round(statistics.median(sent)),  # the same every step
         "step_seconds": statistics.median(times[1:] or times),  # the first step warms up
     }
 
