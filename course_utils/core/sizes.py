@@ -175,3 +175,34 @@ class ScalingSizes:
     tolerance: float = 0.03  # ...or falls short of the base batch by at most this accuracy
     sweep_jobs: int = 2
     threads: int | None = 1
+
+
+@dataclass(frozen=True)
+class MemorySizes:
+    """Notebook 08: where each rank's bytes go; ZeRO-1/2/3 by hand, FSDP2, precision, recompute.
+
+    Every experiment counts bytes on CPU tensors over gloo, so it is the same in every profile.
+    """
+
+    dataset: str = "mnist1d"
+    widths: tuple[int, ...] = (40, 256, 256, 256, 10)  # the MLP every ZeRO stage trains
+    batch_per_rank: int = 32
+    steps: int = 20  # then the parameters are compared with DDP's
+    lr: float = 1e-3  # Adam
+    world_sizes: tuple[int, ...] = (1, 2, 4)
+    anatomy_world_size: int = 2
+    timing_steps: int = 5  # extra steps whose median is the step time
+    fsdp_world_size: int = 2
+    precision_epochs: int = 5  # fp32 against bf16 autocast, same batches
+    precision_batch: int = 64
+    precision_hidden: int = 256
+    loss_shrink: float = 2.0**-20  # makes a small model's gradients as small as a large one's
+    loss_scale: float = 2.0**16  # GradScaler's starting scale
+    small_terms: int = 10_000  # fp16 additions of one small value
+    small_value: float = 1e-4
+    recompute_blocks: int = 8  # residual MLP blocks in the checkpointing model
+    recompute_width: int = 128
+    recompute_batch: int = 512
+    recompute_every: tuple[int, ...] = (0, 4, 2, 1)  # checkpoint every k-th block; 0: none
+    recompute_repeats: int = 5
+    exercise_world_size: int = 3

@@ -14,7 +14,8 @@ import course_utils
 PACKAGE = Path(course_utils.__file__).parent
 SHARED = ("core", "ranks")
 CHAPTERS = (
-    "sgd", "sharp_minima", "lr_scaling", "ddp", "allreduce", "model_parallel", "param_server"
+    "sgd", "sharp_minima", "lr_scaling", "ddp", "allreduce", "model_parallel", "param_server",
+    "memory",
 )  # fmt: skip
 MAX_LINES = 300
 

@@ -1,0 +1,58 @@
+"""Chapter 8 (`08_memory_zero_fsdp.ipynb`): where each rank's memory goes, and how to shrink it.
+
+The bytes of weights, gradients, Adam state and activations measured on every rank
+(`anatomy`), against the 16-bytes-per-parameter rule of mixed-precision Adam; ZeRO-1, 2
+and 3 written by hand on 05's ring phases (`ring`, `zero`, `runs`) and checked against
+DDP and the paper's formulas (`formulas`); PyTorch's FSDP2 on gloo (`fsdp`); bf16, fp16
+and loss scaling (`precision`); activation checkpointing (`checkpointing`); a memory
+calculator (`calculator`) and the exercise's checker (`exercises`).
+"""
+
+from . import charts, formulas, verdicts
+from .anatomy import SavedBytes, rank_anatomy
+from .calculator import memory_calculator, per_rank_bytes
+from .charts import (
+    anatomy_bars,
+    checkpoint_curve,
+    fsdp_timeline,
+    precision_panels,
+    zero_bytes,
+    zero_traffic,
+)
+from .checkpointing import checkpointed_steps
+from .exercises import MOMENTUM, check_shard_optimizer
+from .formulas import comm_multiple, model_state_bytes
+from .fsdp import fsdp_training, prefetched_layers
+from .precision import autocast_race, small_sums, underflow
+from .runs import batches, compare_stages
+from .zero import STAGES, mlp
+
+__all__ = [
+    "MOMENTUM",
+    "STAGES",
+    "SavedBytes",
+    "anatomy_bars",
+    "autocast_race",
+    "batches",
+    "charts",
+    "check_shard_optimizer",
+    "checkpoint_curve",
+    "checkpointed_steps",
+    "comm_multiple",
+    "compare_stages",
+    "formulas",
+    "fsdp_timeline",
+    "fsdp_training",
+    "memory_calculator",
+    "mlp",
+    "model_state_bytes",
+    "per_rank_bytes",
+    "precision_panels",
+    "prefetched_layers",
+    "rank_anatomy",
+    "small_sums",
+    "underflow",
+    "verdicts",
+    "zero_bytes",
+    "zero_traffic",
+]

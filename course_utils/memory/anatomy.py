@@ -1,0 +1,91 @@
+"""Where one rank's bytes go during a training step with mixed-precision Adam (notebook 08).
+
+Weights and gradients in bf16, and Adam stepping an fp32 master copy with two fp32
+moments (Micikevicius et al. 2018): each is measured from the tensors' own sizes. The
+activations are what autograd keeps for backward, caught as it saves them with
+`torch.autograd.graph.saved_tensors_hooks` and counted once per storage.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from ..ranks.launch import launch
+from .zero import mlp, storage_bytes
+
+__all__ = ["SavedBytes", "measure_rank", "rank_anatomy"]
+
+
+class SavedBytes(contextlib.AbstractContextManager):
+    """Inside this block, count the bytes autograd saves for backward (each storage once).
+
+    Weights are saved too (a layer needs them for its input's gradient), but they are
+    held anyway: tensors sharing a storage with one of `params` are not activations.
+    """
+
+    def __init__(self, params=()):
+        self.storages: dict[int, int] = {}
+        self._params = {p.untyped_storage().data_ptr() for p in params}
+        self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, lambda t: t)
+
+    def _pack(self, t: torch.Tensor) -> torch.Tensor:
+        key = t.untyped_storage().data_ptr()
+        if key not in self._params:  # a view of a larger buffer counts only what it shows
+            self.storages[key] = max(self.storages.get(key, 0), t.numel() * t.element_size())
+        return t
+
+    @property
+    def nbytes(self) -> int:
+        return sum(self.storages.values())
+
+    def __enter__(self):
+        self._hooks.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self._hooks.__exit__(*exc)
+
+
+def measure_rank(widths, x: torch.Tensor, y: torch.Tensor, lr: float = 1e-3) -> dict:
+    """One mixed-precision step on this rank: the bytes of each kind it held, and Ψ."""
+    model = mlp(widths).to(torch.bfloat16)
+    master = [p.detach().float().requires_grad_() for p in model.parameters()]
+    optimizer = torch.optim.Adam(master, lr=lr)
+    with SavedBytes(model.parameters()) as saved:
+        loss = F.cross_entropy(model(x.to(torch.bfloat16)).float(), y)
+    loss.backward()
+    for m, p in zip(master, model.parameters(), strict=True):
+        m.grad = p.grad.float()
+    optimizer.step()
+    with torch.no_grad():
+        for m, p in zip(master, model.parameters(), strict=True):
+            p.copy_(m)
+    moments = [t for s in optimizer.state.values() for k, t in s.items() if k != "step"]
+    return {
+        "rank": dist.get_rank() if dist.is_initialized() else 0,
+        "numel": sum(p.numel() for p in model.parameters()),
+        "params": storage_bytes(model.parameters()),
+        "grads": storage_bytes(p.grad for p in model.parameters()),
+        "optimizer": storage_bytes(master) + storage_bytes(moments),
+        "activations": saved.nbytes,
+        "batch": len(x),
+    }
+
+
+def _anatomy_on_rank(widths, x, y) -> dict:
+    per_rank = len(x) // dist.get_world_size()
+    part = slice(dist.get_rank() * per_rank, (dist.get_rank() + 1) * per_rank)
+    row = measure_rank(widths, x[part], y[part])
+    dist.barrier()  # a rank that never communicates must not leave while peers still connect
+    return row
+
+
+def rank_anatomy(widths, world_size: int, x: torch.Tensor, y: torch.Tensor, timeout=60.0) -> list:
+    """Every rank's bytes by kind, for one DDP-style step on its share of the batch (x, y)."""
+    return launch(
+        _anatomy_on_rank, world_size, backend="gloo", args=(widths, x, y), timeout=timeout
+    )

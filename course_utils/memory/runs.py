@@ -1,0 +1,93 @@
+"""The ZeRO experiments of notebook 08 on real gloo ranks: every stage, the same batches.
+
+`compare_stages` starts N ranks once and trains DDP and ZeRO-1, 2 and 3 one after the
+other from the same weights on the same batches; it hands back plain rows (final
+parameters, bytes held, bytes sent, step times) for the verdicts, charts and the bench.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import torch
+import torch.distributed as dist
+
+from ..core.data import load
+from ..ranks.launch import launch
+from .formulas import model_state_bytes
+from .zero import STAGES, ZeroRank, mlp
+
+__all__ = ["batches", "compare_stages", "train_stages"]
+
+
+def batches(steps: int, global_batch: int, dataset: str = "mnist1d"):
+    """The first steps x global_batch training samples: (x, y), one global batch per step."""
+    x, y = load(dataset).train.tensors
+    need = steps * global_batch
+    reps = -(-need // len(x))
+    x, y = x.repeat(reps, *([1] * (x.dim() - 1)))[:need], y.repeat(reps)[:need]
+    return x.reshape(steps, global_batch, -1).float().clone(), y.reshape(
+        steps, global_batch
+    ).clone()
+
+
+def train_stages(widths, stages, x: torch.Tensor, y: torch.Tensor, lr: float) -> list[dict]:
+    """Train every stage on this rank's slice of each global batch; what each held, sent, took.
+
+    The stages take turns step by step, so that a busy machine slows all of them alike.
+    """
+    rank, world = dist.get_rank(), dist.get_world_size()
+    zeros = {stage: ZeroRank(mlp(widths), stage, world, lr) for stage in stages}
+    times = {stage: [] for stage in stages}
+    sent = {stage: [] for stage in stages}
+    per_rank = x.shape[1] // world
+    part = slice(rank * per_rank, (rank + 1) * per_rank)
+    for step in range(x.shape[0]):
+        for stage, zero in zeros.items():
+            dist.barrier()
+            start = time.perf_counter()
+            zero.step(x[step, part], y[step, part])
+            times[stage].append(time.perf_counter() - start)
+            sent[stage].append(zero.trace.bytes_sent)
+            zero.trace.rounds.clear()
+    return [_row(zero, times[s], sent[s]) for s, zero in zeros.items()]
+
+
+def _row(zero: ZeroRank, times: list, sent: list) -> dict:
+    numel, world = zero.parameter_count(), zero.world
+    return {
+        "stage": zero.stage,
+        "world_size": world,
+        "rank": dist.get_rank(),
+        "numel": numel,
+        "params": zero.full_parameters(),
+        "held": zero.held_bytes(),
+        "measured": sum(zero.held_bytes().values()),
+        "predicted": model_state_bytes(numel, world, zero.stage),
+        "bytes_sent": round(statistics.median(sent)),  # the same every step
+        "step_seconds": statistics.median(times[1:] or times),  # the first step warms up
+    }
+
+
+def compare_stages(
+    widths, world_sizes, steps: int, batch_per_rank: int, lr: float, stages=STAGES, timeout=120.0
+) -> list[dict]:
+    """One row per (world size, stage, rank), DDP (stage 0) first, every stage alike.
+
+    Each world size trains on global batches of N x batch_per_rank, so rank r always sees
+    batch_per_rank samples, and stage s is compared with DDP at the same N.
+    """
+    rows = []
+    for world in world_sizes:
+        x, y = batches(steps, world * batch_per_rank)
+        per_rank = launch(
+            train_stages,
+            world,
+            backend="gloo",
+            args=(tuple(widths), tuple(stages), x, y, lr),
+            timeout=timeout,
+        )
+        for rank_rows in per_rank:
+            rows.extend(rank_rows)
+    return rows

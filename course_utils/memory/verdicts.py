@@ -1,0 +1,173 @@
+"""The claims of notebook 08, each a measured quantity against a stated threshold.
+
+Each function prints one verdict line (no run-to-run numbers in it) and returns it; the
+tests feed each one a case where the effect is absent and see it fail.
+"""
+
+from __future__ import annotations
+
+from itertools import pairwise
+
+from ..core.checks import Verdict, verdict
+from .formulas import comm_multiple, model_state_bytes
+
+__all__ = [
+    "bf16_keeps_accuracy",
+    "bytes_fall_with_ranks",
+    "bytes_follow_formula",
+    "calculator_agrees",
+    "checkpointing_costs_a_forward",
+    "checkpointing_saves_bytes",
+    "fp16_sum_stalls",
+    "fsdp_matches_zero3",
+    "fsdp_stores_a_shard",
+    "loss_scaling_rescues",
+    "prefetch_seen",
+    "sixteen_bytes_per_parameter",
+    "stage_matches_ddp",
+    "traffic_follows_formula",
+]
+
+
+def _name(stage: int) -> str:
+    return "DDP" if stage == 0 else f"ZeRO-{stage}"
+
+
+def sixteen_bytes_per_parameter(rows: list[dict], tolerance: float = 0.01) -> Verdict:
+    """Weights + gradients + Adam state measured on every rank, against 2 + 2 + 12 bytes."""
+    ok = all(
+        abs((r["params"] + r["grads"] + r["optimizer"]) / r["numel"] - 16) <= 16 * tolerance
+        for r in rows
+    )
+    return verdict(ok, "every rank holds 16 bytes per parameter (2 + 2 + 12), within 1%")
+
+
+def stage_matches_ddp(rows: list[dict], stage: int, tolerance: float = 1e-6) -> Verdict:
+    """After training, every rank's parameters at `stage` equal DDP's at the same N."""
+    gaps = [
+        (r["params"] - _ddp(rows, r["world_size"])["params"]).abs().max().item()
+        for r in rows
+        if r["stage"] == stage
+    ]
+    return verdict(
+        bool(gaps) and max(gaps) <= tolerance,
+        f"{_name(stage)}'s parameters equal DDP's to {tolerance:g} on every rank and N",
+    )
+
+
+def _ddp(rows: list[dict], world: int) -> dict:
+    return next(r for r in rows if r["stage"] == 0 and r["world_size"] == world)
+
+
+def bytes_follow_formula(rows: list[dict], stage: int, tolerance: float = 0.05) -> Verdict:
+    """Measured bytes per rank at `stage` within `tolerance` of the formula, for every N."""
+    mine = [r for r in rows if r["stage"] == stage]
+    ok = bool(mine) and all(
+        abs(r["measured"] / model_state_bytes(r["numel"], r["world_size"], stage) - 1) <= tolerance
+        for r in mine
+    )
+    return verdict(ok, f"{_name(stage)}'s bytes per rank are the formula's, within 5%, for every N")
+
+
+def bytes_fall_with_ranks(rows: list[dict], stage: int) -> Verdict:
+    """Bytes per rank strictly fall as N grows (the sharded part divides by N)."""
+    by_n = sorted({r["world_size"]: r["measured"] for r in rows if r["stage"] == stage}.items())
+    ok = len(by_n) > 1 and all(b[1] < a[1] for a, b in pairwise(by_n))
+    return verdict(ok, f"{_name(stage)}'s bytes per rank fall with every rank added")
+
+
+def traffic_follows_formula(rows: list[dict], stage: int, tolerance: float = 0.05) -> Verdict:
+    """Bytes each rank sent per step within `tolerance` of 2(N-1)/N or 3(N-1)/N model bytes."""
+    mine = [r for r in rows if r["stage"] == stage and r["world_size"] > 1]
+    ok = bool(mine) and all(
+        abs(r["bytes_sent"] / (4 * r["numel"]) / comm_multiple(stage, r["world_size"]) - 1)
+        <= tolerance
+        for r in mine
+    )
+    multiple = "3(N-1)/N" if stage == 3 else "2(N-1)/N"
+    return verdict(
+        ok, f"each {_name(stage)} rank sends {multiple} of the model per step, within 5%"
+    )
+
+
+def fsdp_stores_a_shard(stored: list[int], numel: int, tolerance: float = 0.05) -> Verdict:
+    """FSDP2 keeps about 1/N of the fp32 parameters on each rank."""
+    world = len(stored)
+    ok = all(abs(s / (4 * numel / world) - 1) <= tolerance for s in stored)
+    return verdict(ok, "FSDP2 stores 1/N of the parameters on each rank, within 5%")
+
+
+def fsdp_matches_zero3(gap: float, tolerance: float = 1e-6) -> Verdict:
+    return verdict(
+        gap <= tolerance, f"FSDP2's parameters equal hand-written ZeRO-3's to {tolerance:g}"
+    )
+
+
+def prefetch_seen(events: list) -> Verdict:
+    """Some backward all-gather was issued by a later layer's prefetch, before its own turn."""
+    early = {layer for kind, layer, *_ in events if kind == "prefetch"}
+    gathered = {layer for kind, layer, *_ in events if kind == "all-gather"}
+    return verdict(
+        bool(early) and early <= gathered,
+        "FSDP2 prefetches: some backward all-gathers start while a later layer's backward runs",
+    )
+
+
+def loss_scaling_rescues(under: dict, lost: float = 0.5, kept: float = 0.01) -> list[Verdict]:
+    return [
+        verdict(
+            under["fp16_lost"] > lost, "without a loss scale, fp16 flushes most gradients to zero"
+        ),
+        verdict(under["scaled_lost"] < kept, "with GradScaler, fewer than 1% of them are lost"),
+    ]
+
+
+def fp16_sum_stalls(sums: dict) -> list[Verdict]:
+    return [
+        verdict(
+            sums["fp16_sum"] < 0.5 * sums["exact_sum"],
+            "adding many small values in fp16 stops short of half the true sum",
+        ),
+        verdict(
+            sums["fp16_weight"] == 1.0
+            and abs(sums["fp32_weight"] / sums["exact_weight"] - 1) < 1e-3,
+            "an fp16 weight never moves under small updates, an fp32 master weight does",
+        ),
+    ]
+
+
+def bf16_keeps_accuracy(race: dict, tolerance: float = 0.03) -> Verdict:
+    gap = abs(race["bf16"]["accuracy"] - race["fp32"]["accuracy"])
+    return verdict(gap <= tolerance, "bf16 autocast reaches fp32's test accuracy within 3 points")
+
+
+def checkpointing_saves_bytes(rows: list[dict], least: float = 0.5) -> list[Verdict]:
+    """Saved bytes fall with every extra checkpointed block; all of them saves at least half."""
+    ordered = sorted(rows, key=lambda r: r["checkpointed"])
+    falls = all(b["saved"] < a["saved"] for a, b in pairwise(ordered))
+    same = all((r["grad"] - ordered[0]["grad"]).abs().max().item() <= 1e-6 for r in rows)
+    return [
+        verdict(falls, "every extra checkpointed block lowers the saved activation bytes"),
+        verdict(
+            ordered[-1]["saved"] <= least * ordered[0]["saved"],
+            "checkpointing every block saves less than half the bytes of no checkpointing",
+        ),
+        verdict(same, "the gradients are the same with and without checkpointing"),
+    ]
+
+
+def checkpointing_costs_a_forward(rows: list[dict], most: float = 1.5) -> Verdict:
+    """Checkpointing every block costs more time, but at most about one extra forward pass."""
+    none = next(r for r in rows if not r["checkpointed"])
+    full = max(rows, key=lambda r: r["checkpointed"])
+    extra = full["step_seconds"] - none["step_seconds"]
+    return verdict(
+        0 < extra <= most * none["forward_seconds"],
+        "recomputing every block costs extra time, at most about one forward pass",
+    )
+
+
+def calculator_agrees(pairs: list[tuple[float, float]], tolerance: float = 0.05) -> Verdict:
+    """(calculator, measured) bytes: every pair within `tolerance`."""
+    ok = bool(pairs) and all(abs(c / m - 1) <= tolerance for c, m in pairs)
+    return verdict(ok, "the calculator agrees with every measured byte count within 5%")

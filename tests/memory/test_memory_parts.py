@@ -1,0 +1,106 @@
+"""The measurements behind notebook 08: saved-activation bytes, the 16-byte anatomy, the ring
+phases against torch's collectives, FSDP2 against ZeRO-3, precision and checkpointing."""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+
+from course_utils.memory import calculator, checkpointing, formulas, fsdp, precision, runs
+from course_utils.memory.anatomy import SavedBytes, rank_anatomy
+from course_utils.memory.ring import Trace, all_gather_, own_chunk, reduce_scatter_
+from course_utils.memory.zero import mlp
+from course_utils.ranks.launch import launch
+
+ODD = (40, 7, 10)
+
+
+def test_saved_bytes_counts_each_activation_once_and_no_weights():
+    model = mlp((40, 8, 10))
+    x = torch.randn(4, 40)
+    with SavedBytes(model.parameters()) as saved:
+        model(x).sum()
+    # the input (4 x 40) and the ReLU's output (4 x 8), which the next layer saves again
+    assert saved.nbytes == 4 * (4 * 40 + 4 * 8)
+
+
+def test_anatomy_is_16_bytes_per_parameter_on_every_rank():
+    x, y = runs.batches(1, 8)
+    rows = rank_anatomy(ODD, 2, x[0], y[0])
+    assert [r["rank"] for r in rows] == [0, 1]
+    for r in rows:
+        assert (r["params"], r["grads"], r["optimizer"]) == (2 * 367, 2 * 367, 12 * 367)
+        assert r["activations"] > 0 and r["batch"] == 4
+
+
+def _ring_vs_torch() -> tuple:
+    rank, world = dist.get_rank(), dist.get_world_size()
+    flat = torch.arange(12, dtype=torch.float32) * (rank + 1)
+    expected = torch.empty(12 // world)
+    dist.reduce_scatter_tensor(expected, flat.clone())
+    trace = Trace()
+    mine = own_chunk(reduce_scatter_(flat.clone(), trace)).clone()
+    sent_rs = trace.bytes_sent
+    gathered = torch.zeros(12)
+    own_chunk(gathered).copy_(mine)
+    all_gather_(gathered, trace)
+    reference = torch.empty(12)
+    dist.all_gather_into_tensor(reference, mine)
+    return torch.equal(mine, expected), torch.equal(gathered, reference), sent_rs
+
+
+def test_ring_phases_equal_torchs_collectives_and_send_n_minus_1_over_n():
+    for world in (2, 3, 4):
+        for same_rs, same_ag, sent in launch(_ring_vs_torch, world, backend="gloo"):
+            assert same_rs and same_ag
+            assert sent == 4 * 12 * (world - 1) // world
+
+
+def test_fsdp2_equals_hand_written_zero3_with_uneven_shards_and_prefetches():
+    x, y = runs.batches(3, 8)
+    out = fsdp.fsdp_training(ODD, 2, x, y, 1e-2)
+    zero3 = [r for r in runs.compare_stages(ODD, (2,), 3, 4, 1e-2, stages=(3,))]
+    for f, z in zip(out, zero3, strict=True):
+        assert torch.allclose(f["params"], z["params"], atol=1e-6, rtol=0)
+    assert sum(f["stored"] for f in out) >= 4 * 367
+    assert fsdp.prefetched_layers(out[0]["events"])
+    assert {"all-gather", "reduce-scatter", "forward", "backward"} <= {
+        e[0] for e in out[0]["events"]
+    }
+
+
+def test_fp16_loses_tiny_gradients_and_a_loss_scale_keeps_them():
+    x, y = runs.batches(1, 64)
+    out = precision.underflow(ODD, x[0], y[0], 2.0**-20, 2.0**16)
+    assert out["fp16_lost"] > 0.5 > 0.01 > out["scaled_lost"]
+    assert out["scaled_error"] < 0.05
+
+
+def test_small_sums_stall_in_fp16_but_not_in_fp32():
+    out = precision.small_sums(10_000, 1e-4)
+    assert out["fp16_sum"] < 0.5 * out["exact_sum"] and out["fp16_weight"] == 1.0
+    assert abs(out["fp32_sum"] - out["exact_sum"]) < 1e-3
+
+
+def test_checkpointing_keeps_the_gradients_and_saves_bytes():
+    rows = checkpointing.checkpointed_steps(4, 16, 8, (0, 2, 1), repeats=1)
+    assert [r["checkpointed"] for r in rows] == [0, 2, 4]
+    assert rows[0]["saved"] > rows[1]["saved"] > rows[2]["saved"]
+    assert all(torch.allclose(r["grad"], rows[0]["grad"], atol=1e-6) for r in rows)
+
+
+def test_calculator_is_the_formula_plus_activations():
+    parts = calculator.per_rank_bytes(
+        1e9, 8, 3, "mixed", activations=1e9, checkpointing=True, kept=0.25
+    )
+    assert parts["params"] == 2e9 / 8 and parts["optimizer"] == 12e9 / 8
+    assert parts["activations"] == 0.25e9
+    assert sum(formulas.model_state_bytes(1e9, 1, 0, "mixed", parts=True).values()) == 16e9
+    assert formulas.comm_multiple(3, 4) == 1.5 * formulas.comm_multiple(1, 4)
+
+
+def test_calculator_shows_a_static_picture_without_ipympl(monkeypatch):
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda *a: shown.extend(a))
+    assert calculator.memory_calculator(params=1e8, ranks=4) is None
+    assert shown and hasattr(shown[0], "savefig")

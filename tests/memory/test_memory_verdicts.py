@@ -1,0 +1,102 @@
+"""Each verdict of notebook 08 passes on the effect and fails where it is absent."""
+
+from __future__ import annotations
+
+import torch
+
+from course_utils.memory import verdicts as v
+
+
+def _zero_row(stage, world, measured=None, sent=None, params=None, numel=100):
+    from course_utils.memory.formulas import comm_multiple, model_state_bytes
+
+    return {
+        "stage": stage,
+        "world_size": world,
+        "numel": numel,
+        "measured": model_state_bytes(numel, world, stage) if measured is None else measured,
+        "bytes_sent": 4 * numel * comm_multiple(stage, world) if sent is None else sent,
+        "params": torch.zeros(3) if params is None else params,
+    }
+
+
+def test_sixteen_bytes():
+    good = {"numel": 10, "params": 20, "grads": 20, "optimizer": 120}
+    assert v.sixteen_bytes_per_parameter([good])
+    assert not v.sixteen_bytes_per_parameter([{**good, "optimizer": 80}])  # fp32 moments only
+
+
+def test_stage_matches_ddp():
+    rows = [_zero_row(0, 2), _zero_row(1, 2)]
+    assert v.stage_matches_ddp(rows, 1)
+    rows[1]["params"] = torch.full((3,), 1e-3)
+    assert not v.stage_matches_ddp(rows, 1)
+    assert not v.stage_matches_ddp(rows[:1], 1)  # no rows of the stage at all
+
+
+def test_bytes_follow_formula_and_fall():
+    rows = [_zero_row(2, n) for n in (1, 2, 4)]
+    assert v.bytes_follow_formula(rows, 2) and v.bytes_fall_with_ranks(rows, 2)
+    unsharded = [_zero_row(2, n, measured=1600) for n in (1, 2, 4)]  # nothing was sharded
+    assert not v.bytes_follow_formula(unsharded, 2)
+    assert not v.bytes_fall_with_ranks(unsharded, 2)
+
+
+def test_traffic_follows_formula():
+    assert v.traffic_follows_formula([_zero_row(3, 2), _zero_row(3, 4)], 3)
+    like_ddp = [_zero_row(3, n, sent=4 * 100 * 2 * (n - 1) / n) for n in (2, 4)]
+    assert not v.traffic_follows_formula(like_ddp, 3)
+
+
+def test_fsdp_verdicts():
+    assert v.fsdp_stores_a_shard([200, 200], 100)
+    assert not v.fsdp_stores_a_shard([400, 400], 100)  # every rank holds everything
+    assert v.fsdp_matches_zero3(0.0) and not v.fsdp_matches_zero3(1e-3)
+    events = [("all-gather", 0, 0, 1), ("prefetch", 0, 0, 1)]
+    assert v.prefetch_seen(events)
+    assert not v.prefetch_seen(events[:1])
+
+
+def test_precision_verdicts():
+    assert all(v.loss_scaling_rescues({"fp16_lost": 0.9, "scaled_lost": 0.001}))
+    assert not all(v.loss_scaling_rescues({"fp16_lost": 0.9, "scaled_lost": 0.3}))
+    assert not all(v.loss_scaling_rescues({"fp16_lost": 0.0, "scaled_lost": 0.0}))
+    sums = {
+        "exact_sum": 1.0,
+        "fp16_sum": 0.25,
+        "fp16_weight": 1.0,
+        "fp32_weight": 2.0,
+        "exact_weight": 2.0,
+    }
+    assert all(v.fp16_sum_stalls(sums))
+    assert not all(v.fp16_sum_stalls({**sums, "fp16_sum": 0.99, "fp16_weight": 1.99}))
+    race = {"fp32": {"accuracy": 0.6}, "bf16": {"accuracy": 0.59}}
+    assert v.bf16_keeps_accuracy(race)
+    assert not v.bf16_keeps_accuracy({**race, "bf16": {"accuracy": 0.3}})
+
+
+def _ckpt(checkpointed, saved, step, forward=1.0, grad=0.0):
+    return {
+        "checkpointed": checkpointed,
+        "saved": saved,
+        "step_seconds": step,
+        "forward_seconds": forward,
+        "grad": torch.full((2,), grad),
+    }
+
+
+def test_checkpointing_verdicts():
+    rows = [_ckpt(0, 100, 3.0), _ckpt(4, 60, 3.5), _ckpt(8, 20, 3.9)]
+    assert all(v.checkpointing_saves_bytes(rows)) and v.checkpointing_costs_a_forward(rows)
+    flat = [_ckpt(0, 100, 3.0), _ckpt(4, 100, 3.5), _ckpt(8, 100, 3.9)]
+    assert not any(v.checkpointing_saves_bytes(flat)[:2])
+    wrong = [_ckpt(0, 100, 3.0), _ckpt(8, 20, 3.9, grad=1.0)]
+    assert not v.checkpointing_saves_bytes(wrong)[2]
+    assert not v.checkpointing_costs_a_forward([_ckpt(0, 100, 3.0), _ckpt(8, 20, 2.9)])
+    assert not v.checkpointing_costs_a_forward([_ckpt(0, 100, 3.0), _ckpt(8, 20, 9.0)])
+
+
+def test_calculator_agrees():
+    assert v.calculator_agrees([(100, 101), (50, 49)])
+    assert not v.calculator_agrees([(100, 101), (50, 80)])
+    assert not v.calculator_agrees([])
