@@ -249,3 +249,59 @@ def raises_on_rank_2(t):
 def test_a_rank_that_raises_is_named(capsys):
     assert not check_ring(raises_on_rank_2, timeout=TIMEOUT)
     assert "failed on rank 2: ValueError" in _line(capsys)
+
+
+def tree_that_broadcasts_twice(t):
+    """The reference tree, with every total sent down the tree a second time."""
+    rank, n = dist.get_rank(), dist.get_world_size()
+    t = _solution().tree_allreduce(t)
+    distance = 1
+    while distance < n:
+        distance *= 2
+    while distance > 1:
+        distance //= 2
+        if rank % (2 * distance) == 0 and rank + distance < n:
+            dist.send(t, rank + distance)
+        elif rank % (2 * distance) == distance:
+            dist.recv(t, rank - distance)
+    return t
+
+
+def test_a_tree_that_sends_too_much_is_caught(capsys):
+    assert not check_tree(tree_that_broadcasts_twice, timeout=TIMEOUT)
+    assert "sent more than 3 whole tensors" in _line(capsys)
+
+
+def no_communication(t):
+    return t
+
+
+def test_a_tree_that_sums_nothing_is_caught(capsys):
+    assert not check_tree(no_communication, timeout=TIMEOUT)
+    line = _line(capsys)
+    assert "no rank holds the right sum" in line and "exactly once" in line
+
+
+def sums_on_rank_0_only(t):
+    rank, n = dist.get_rank(), dist.get_world_size()
+    if rank:
+        dist.send(t, 0)
+        return t
+    for peer in range(1, n):
+        incoming = torch.empty_like(t)
+        dist.recv(incoming, peer)
+        t += incoming
+    return t
+
+
+def test_a_ring_without_all_gather_is_caught(capsys):
+    assert not check_ring(sums_on_rank_0_only, timeout=TIMEOUT)
+    line = _line(capsys)
+    assert "only rank 0 holds the right sum" in line and "add the all-gather phase" in line
+
+
+def test_returning_something_else_is_caught(capsys):
+    assert not check_ring(lambda t: t.tolist(), timeout=TIMEOUT)
+    assert "must return the summed tensor, not a list" in _line(capsys)
+    assert not check_ring(lambda t: t.reshape(1, -1), timeout=TIMEOUT)
+    assert "returned a tensor of shape (1, 22)" in _line(capsys)
