@@ -1,35 +1,41 @@
 """Checkers for notebook 05: write the ring (and the tree) allreduce yourself.
 
 The learner's function takes this rank's tensor, sums it over all ranks in place with
-send/recv (or isend/irecv) and returns it. The checker runs it on 4 ranks with integer
-tensors (so the sum is exact) and says which classic mistake it made: a ring that passes
-the whole tensor round, wrong chunk indices, a send/recv order that deadlocks, a tree
-that forgets to broadcast, or a shortcut through `dist.all_reduce`.
+send/recv (or isend/irecv) and returns it. The checker runs it on several world sizes with
+integer tensors (so the sum is exact), records every message, and says which classic
+mistake it made: a ring that passes the whole tensor round, wrong chunk indices, a
+send/recv order that deadlocks, a tree that forgets to broadcast, a "tree" that is really
+a star (a parameter server) or a chain, or a shortcut through `dist.all_reduce`.
 """
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.distributed as dist
 
-from ..core.checks import NOT_SOLVED, verdict
+from ..core.checks import NOT_SOLVED, attempt, verdict
 from ..core.errors import LaunchError, LaunchTimeout
 from ..ranks.launch import launch
 
-WORLD_SIZE = 4
-LENGTHS = (22, 8)  # uneven chunks (6, 5, 6, 5) and even ones
-_P2P = ("send", "isend")
+RING_SIZES = (4, 3, 5)
+TREE_SIZES = (4, 7)  # 7: the lecture's tree
+LENGTHS = (22, 8, 2)  # uneven chunks, even ones, and fewer elements than ranks (empty chunks)
+TREE_MAX_SENT = 3  # whole tensors a rank of a tree sends: one up, two down at most
+_SENDS = ("send", "isend")
+_RECVS = ("recv", "irecv")
 _SHORTCUTS = ("all_reduce", "reduce", "broadcast", "all_gather", "reduce_scatter", "all_to_all")
 
 
 def check_ring(fn, timeout: float = 5.0) -> bool:
-    """✓ when `fn` is a real ring: right sums everywhere, 2(N-1)/N of the tensor per rank."""
-    return _check("ring", fn, timeout, max_sent_multiple=2 * (WORLD_SIZE - 1) / WORLD_SIZE)
+    """✓ when `fn` is a real ring on 3, 4 and 5 ranks: right sums, 2(N-1)/N of the tensor each."""
+    return _check("ring", fn, RING_SIZES, timeout)
 
 
 def check_tree(fn, timeout: float = 5.0) -> bool:
-    """✓ when `fn` sums correctly through a tree: no rank sends more than 3 whole tensors."""
-    return _check("tree", fn, timeout, max_sent_multiple=3.0)
+    """✓ when `fn` sums through a tree on 4 and 7 ranks: few bytes per rank, logarithmic depth."""
+    return _check("tree", fn, TREE_SIZES, timeout)
 
 
 def _inputs(rank: int, numel: int) -> torch.Tensor:
@@ -37,120 +43,194 @@ def _inputs(rank: int, numel: int) -> torch.Tensor:
     return torch.randint(-1000, 1000, (numel,), generator=g, dtype=torch.int64)
 
 
-def _expected(numel: int) -> torch.Tensor:
-    return sum(_inputs(r, numel) for r in range(WORLD_SIZE))
+def _expected(numel: int, world_size: int) -> torch.Tensor:
+    return sum(_inputs(r, numel) for r in range(world_size))
+
+
+def _peer(args, kwargs, name):
+    return args[0] if args else kwargs.get(name)
 
 
 def _on_rank(fn) -> list[dict]:
-    """Run the learner's function with its sends counted and the shortcuts watched."""
-    sent, shortcuts = [0], []
-    originals = {}
+    """Run the learner's function on each length, recording its messages and shortcuts."""
+    dist.barrier()  # every rank fully connected before a stub returns and its rank exits
+    events, shortcuts, originals = [], [], {}
 
-    def counting(name):
-        original = getattr(dist, name)
-
+    def sending(original):
         def wrapper(tensor, *args, **kwargs):
-            sent[0] += tensor.numel() * tensor.element_size()
+            nbytes = tensor.numel() * tensor.element_size()
+            events.append(("send", _peer(args, kwargs, "dst"), nbytes))
             return original(tensor, *args, **kwargs)
 
         return wrapper
 
-    def watching(name):
-        original = getattr(dist, name)
+    def receiving(original):
+        def wrapper(tensor, *args, **kwargs):
+            result = original(tensor, *args, **kwargs)
+            source = _peer(args, kwargs, "src")
+            events.append(("recv", result if source is None else source, 0))
+            return result
 
+        return wrapper
+
+    def watching(name, original):
         def wrapper(*args, **kwargs):
             shortcuts.append(name)
             return original(*args, **kwargs)
 
         return wrapper
 
-    for name in _P2P + _SHORTCUTS:
-        originals[name] = getattr(dist, name)
-        setattr(dist, name, counting(name) if name in _P2P else watching(name))
+    for name in _SENDS + _RECVS + _SHORTCUTS:
+        original = originals[name] = getattr(dist, name)
+        wrap = sending if name in _SENDS else receiving if name in _RECVS else None
+        setattr(dist, name, wrap(original) if wrap else watching(name, original))
     try:
         runs = []
         for numel in LENGTHS:
-            sent[0] = 0
-            out = fn(_inputs(dist.get_rank(), numel))
-            if out is not None and not isinstance(out, torch.Tensor):
+            events.clear()
+            out = attempt(fn, _inputs(dist.get_rank(), numel))
+            solved = not (isinstance(out, str) and out == NOT_SOLVED)
+            if solved and not isinstance(out, torch.Tensor):
                 out = f"a {type(out).__name__}"
-            runs.append({"numel": numel, "out": out, "sent": sent[0], "shortcuts": shortcuts[:]})
+            run = {"numel": numel, "out": out, "solved": solved, "events": events[:]}
+            runs.append({**run, "shortcuts": shortcuts[:]})
         return runs
     finally:
         for name, original in originals.items():
             setattr(dist, name, original)
 
 
-def _check(kind: str, fn, timeout: float, max_sent_multiple: float) -> bool:
-    if fn is None or not callable(fn):
-        return verdict(False, NOT_SOLVED)
-    try:
-        per_rank = launch(_on_rank, WORLD_SIZE, args=(fn,), timeout=timeout, backend="gloo")
-    except LaunchTimeout:
-        return verdict(False, _DEADLOCK.format(kind=kind))
-    except LaunchError as exc:
-        if exc.exc_type == "NotImplementedError":
-            return verdict(False, NOT_SOLVED)
-        if exc.exc_type is None and kind == "ring":  # gloo aborts on a size mismatch
-            return verdict(False, f"your ring crashed on rank {exc.rank}. {_CHUNKS}")
-        how = exc.exc_type or "it died"
-        return verdict(False, f"your {kind} failed on rank {exc.rank}: {how} (see above)")
-    problem = _first_problem(kind, per_rank, max_sent_multiple)
-    if problem:
-        return verdict(False, problem)
+def _check(kind: str, fn, sizes: tuple[int, ...], timeout: float) -> bool:
+    for world_size in sizes:
+        try:
+            per_rank = launch(_on_rank, world_size, args=(fn,), timeout=timeout, backend="gloo")
+        except LaunchTimeout:
+            return verdict(False, _DEADLOCK.format(kind=kind))
+        except LaunchError as exc:
+            how, on = exc.exc_type or "it died", f"on {world_size} ranks"
+            if exc.exc_type is None and kind == "ring":  # gloo aborts on a size mismatch
+                return verdict(False, f"your ring crashed on rank {exc.rank} ({on}). {_CHUNKS}")
+            return verdict(False, f"your {kind} failed on rank {exc.rank}: {how} ({on}, see above)")
+        for case in range(len(LENGTHS)):
+            problem = _first_problem(kind, [ranks[case] for ranks in per_rank])
+            if problem:
+                return verdict(False, problem)
     return verdict(True, _PASSED[kind])
 
 
-def _first_problem(kind: str, per_rank: list, max_sent_multiple: float) -> str | None:
-    for case in range(len(LENGTHS)):
-        runs = [ranks[case] for ranks in per_rank]
-        numel = runs[0]["numel"]
-        if any(r["out"] is None for r in runs):
-            return NOT_SOLVED
-        if any(isinstance(r["out"], str) for r in runs):
-            return f"your {kind} must return the summed tensor, not {runs[0]['out']}"
-        used = sorted({name for r in runs for name in r["shortcuts"]})
-        if used:
+def _first_problem(kind: str, runs: list[dict]) -> str | None:
+    n, numel = len(runs), runs[0]["numel"]
+    where = f"(tensor of {numel} on {n} ranks)"
+    if not all(r["solved"] for r in runs):
+        return NOT_SOLVED
+    if any(isinstance(r["out"], str) for r in runs):
+        return f"your {kind} must return the summed tensor, not {runs[0]['out']}"
+    used = sorted({name for r in runs for name in r["shortcuts"]})
+    if used:
+        return (
+            f"your {kind} calls dist.{used[0]}: build it from dist.send/recv "
+            "(or isend/irecv) only, that is the point of the exercise"
+        )
+    expected = _expected(numel, n)
+    right = [r["out"].shape == expected.shape and torch.equal(r["out"], expected) for r in runs]
+    if not any(right):
+        return _wrong_everywhere(kind, runs, expected, where)
+    if not all(right):
+        good = [i for i, ok in enumerate(right) if ok]
+        return f"only rank {good[0]} holds the right sum {where}: the others " + (
+            "never got the finished chunks back: add the all-gather phase"
+            if kind == "ring"
+            else "never got it: broadcast the total back down the tree"
+        )
+    sent = [sum(nbytes for what, _, nbytes in r["events"] if what == "send") for r in runs]
+    whole = numel * 8
+    if kind == "ring":
+        if max(sent) > 2 * (n - 1) / n * whole + 8 * n:
             return (
-                f"your {kind} calls dist.{used[0]}: build it from dist.send/recv "
-                "(or isend/irecv) only, that is the point of the exercise"
+                f"the sums are right, but a rank sent more than 2(N-1)/N of the tensor {where}: "
+                "a ring passes one chunk (1/N of the tensor) per step, not the whole tensor"
             )
-        expected = _expected(numel)
-        right = [r["out"].shape == expected.shape and torch.equal(r["out"], expected) for r in runs]
-        if not any(right):
-            return _wrong_everywhere(kind, runs, expected)
-        if not all(right):
-            good = [i for i, ok in enumerate(right) if ok]
-            return f"only rank {good[0]} holds the right sum (tensor of {numel}): the others " + (
-                "never got the finished chunks back: add the all-gather phase"
-                if kind == "ring"
-                else "never got it: broadcast the total back down the tree"
-            )
-        limit = max_sent_multiple * numel * 8 + 8 * WORLD_SIZE
-        worst = max(r["sent"] for r in runs)
-        if worst > limit:
-            if kind == "ring":
-                return (
-                    "the sums are right, but a rank sent more than 2(N-1)/N of the tensor: "
-                    "a ring passes one chunk (1/N of the tensor) per step, not the whole tensor"
-                )
+        return None
+    return _tree_problem(runs, sent, whole, where)
+
+
+def _tree_problem(runs: list[dict], sent: list[int], whole: int, where: str) -> str | None:
+    n = len(runs)
+    for rank, r in enumerate(runs):
+        peers = {peer for what, peer, _ in r["events"] if what == "send"}
+        if len(peers) == n - 1 and n >= 4:
             return (
-                "the sums are right, but a rank sent more than 3 whole tensors: in a tree "
-                "each rank sends only to its parent (up) and to its children (down)"
+                f"the sums are right, but a star, not a tree {where}: rank {rank} sends to "
+                "every rank, that is the parameter server; in a tree each rank sends only "
+                "to its parent and its children"
             )
+    if max(sent) > TREE_MAX_SENT * whole:
+        return (
+            f"the sums are right, but a rank sent more than {TREE_MAX_SENT} whole tensors "
+            f"{where}: in a tree each rank sends only to its parent (up) and to its "
+            "children (down)"
+        )
+    hops, bound = message_depth([r["events"] for r in runs]), 2 * math.ceil(math.log2(n))
+    if hops > bound:
+        return (
+            f"the sums are right, but a chain, not a tree {where}: the total reaches its "
+            f"last rank after {hops} message hops, where a tree needs at most {bound} "
+            "(2 log2 N, rounded up): let every parent take two children, so the depth "
+            "grows with log N, not with N"
+        )
     return None
 
 
-def _wrong_everywhere(kind: str, runs: list, expected: torch.Tensor) -> str:
+def message_depth(events_by_rank: list[list[tuple]]) -> int:
+    """Sequential message hops on the critical path, by Lamport clocks over the recorded
+    messages: a send carries its rank's clock + 1, a receive sets the clock to the larger
+    of its own and the sender's. The k-th send p->r is matched with the k-th receive of r
+    from p; a receive posted before its send (irecv first) is matched once the send is."""
+    n = len(events_by_rank)
+    clocks, stamps, matched = [0] * n, {}, {}
+    queues, waiting = [list(events) for events in events_by_rank], [[] for _ in range(n)]
+
+    def receive(source, rank) -> bool:
+        key = (source, rank)
+        k = matched.get(key, 0)
+        if k >= len(stamps.get(key, ())):
+            return False
+        matched[key] = k + 1
+        clocks[rank] = max(clocks[rank], stamps[key][k])
+        return True
+
+    while True:
+        progress = False
+        for rank, queue in enumerate(queues):
+            while queue:
+                what, peer, _ = queue[0]
+                if what == "send":
+                    stamps.setdefault((rank, peer), []).append(clocks[rank] + 1)
+                elif not receive(peer, rank):
+                    break
+                queue.pop(0)
+                progress = True
+            still = [source for source in waiting[rank] if not receive(source, rank)]
+            progress |= len(still) < len(waiting[rank])
+            waiting[rank] = still
+        if not progress:
+            blocked = [rank for rank, queue in enumerate(queues) if queue]
+            if not blocked:
+                return max(clocks)
+            for rank in blocked:
+                waiting[rank].append(queues[rank].pop(0)[1])
+
+
+def _wrong_everywhere(kind: str, runs: list, expected: torch.Tensor, where: str) -> str:
     out = runs[0]["out"]
     if out.shape != expected.shape:
         return f"your {kind} returned a tensor of shape {tuple(out.shape)}, not the input's shape"
     if kind != "ring":
         return (
-            "no rank holds the right sum: check that each parent adds what its children "
-            "send, exactly once"
+            f"no rank holds the right sum {where}: check that each parent adds what its "
+            "children send, exactly once"
         )
-    return f"no rank holds the right sum on every element. {_CHUNKS}"
+    return f"no rank holds the right sum on every element {where}. {_CHUNKS}"
 
 
 _CHUNKS = (
@@ -166,6 +246,8 @@ _DEADLOCK = (
     "let even ranks send first and odd ranks receive first"
 )
 _PASSED = {
-    "ring": "your ring sums correctly on 4 ranks and sends only 2(N-1)/N of the tensor per rank",
-    "tree": "your tree sums correctly on 4 ranks, every rank ends with the total",
+    "ring": "your ring sums correctly on 3, 4 and 5 ranks and sends only 2(N-1)/N of the "
+    "tensor per rank",
+    "tree": "your tree sums correctly on 4 and 7 ranks, every rank ends with the total, "
+    "in about 2 log2 N hops",
 }

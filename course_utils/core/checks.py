@@ -37,9 +37,12 @@ def verdict(ok, claim: str) -> Verdict:
 def attempt(fn, *args):
     """The learner's result, or NOT_SOLVED while the function is still the stub.
 
-    A stub raises NotImplementedError or returns None; either means "not solved yet",
-    which a checker prints as an expected ✗ rather than as an error.
+    A stub raises NotImplementedError or returns None, and a function not written at all
+    is None; each means "not solved yet", which a checker prints as an expected ✗ rather
+    than as an error. Inside a rank, return the marker to the parent and compare it there.
     """
+    if fn is None:
+        return NOT_SOLVED
     try:
         value = fn(*args)
     except NotImplementedError:

@@ -90,10 +90,15 @@ def _diagnose(got, X, y, w0, batch_size, order) -> str:
     return "the weights differ from one pass of mini-batch SGD in `order`"
 
 
+def _written(config):
+    """The config as the learner left it; the notebook's stub is an empty dict."""
+    return config or None
+
+
 def check_sweep_config(config) -> bool:
     """The learner's config: random search, 6 trials, lr log-uniform in [1e-3, 1e-1],
     batch_size in {16, 64}, maximising validation accuracy."""
-    if config is None or config == {}:
+    if attempt(_written, config) is NOT_SOLVED:
         return verdict(False, NOT_SOLVED)
     try:
         checked = validate(config, train_trial)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.distributed as dist
 from reference import load_solution
 
-from course_utils.allreduce.exercises import check_ring, check_tree
+from course_utils.allreduce.exercises import check_ring, check_tree, message_depth
 
 TIMEOUT = 3.0
 
@@ -21,9 +22,26 @@ def _line(capsys) -> str:
 
 def test_reference_ring_and_tree_pass(capsys):
     assert check_ring(_solution().ring_allreduce, timeout=TIMEOUT)
-    assert _line(capsys).startswith("✓ your ring")
+    assert _line(capsys).startswith("✓ your ring sums correctly on 3, 4 and 5 ranks")
     assert check_tree(_solution().tree_allreduce, timeout=TIMEOUT)
-    assert _line(capsys).startswith("✓ your tree")
+    assert _line(capsys).startswith("✓ your tree sums correctly on 4 and 7 ranks")
+
+
+def test_message_depth_counts_hops_on_the_critical_path():
+    def chain(n):  # up 3 -> 2 -> 1 -> 0, then back down
+        up = [[("recv", r + 1, 0)] * (r < n - 1) + [("send", r - 1, 8)] * (r > 0) for r in range(n)]
+        return [
+            up[r] + [("recv", r - 1, 0)] * (r > 0) + [("send", r + 1, 8)] * (r < n - 1)
+            for r in range(n)
+        ]
+
+    assert message_depth(chain(4)) == 6
+    assert message_depth(chain(7)) == 12
+    star = [[("recv", 1, 0), ("recv", 2, 0), ("send", 1, 8), ("send", 2, 8)]]
+    star += [[("send", 0, 8), ("recv", 0, 0)] for _ in range(2)]
+    assert message_depth(star) == 2
+    early = [[("recv", 1, 0), ("send", 1, 8)], [("recv", 0, 0), ("send", 0, 8)]]
+    assert message_depth(early) == 1  # both receives posted first (irecv), then both sends
 
 
 def unsolved(t):
@@ -165,6 +183,60 @@ def test_tree_that_forgets_the_broadcast_is_caught(capsys):
     assert "only rank 0 holds the right sum" in line and "broadcast" in line
 
 
+def sums_on_rank_0_only(t):
+    """Every rank sends its tensor to rank 0, which adds them up and keeps the total."""
+    rank, n = dist.get_rank(), dist.get_world_size()
+    if rank:
+        dist.send(t, 0)
+        return t
+    for peer in range(1, n):
+        incoming = torch.empty_like(t)
+        dist.recv(incoming, peer)
+        t += incoming
+    return t
+
+
+def star_tree(t):
+    """Everyone sends to rank 0, which sends the total back: a parameter server."""
+    rank, n = dist.get_rank(), dist.get_world_size()
+    t = sums_on_rank_0_only(t)
+    if rank:
+        dist.recv(t, 0)
+        return t
+    for peer in range(1, n):
+        dist.send(t, peer)
+    return t
+
+
+def chain_tree(t):
+    """Partial sums passed down a line of ranks to rank 0, the total passed back up."""
+    rank, n = dist.get_rank(), dist.get_world_size()
+    if rank < n - 1:
+        incoming = torch.empty_like(t)
+        dist.recv(incoming, rank + 1)
+        t += incoming
+    if rank > 0:
+        dist.send(t, rank - 1)
+        dist.recv(t, rank - 1)
+    if rank < n - 1:
+        dist.send(t, rank + 1)
+    return t
+
+
+def test_the_ring_runs_on_3_and_5_ranks_and_on_empty_chunks(capsys):
+    def ring_for_4_only(t):
+        return _solution().ring_allreduce(t) if dist.get_world_size() == 4 else t
+
+    assert not check_ring(ring_for_4_only, timeout=TIMEOUT)
+    assert "on 3 ranks" in _line(capsys)
+
+    def skips_short_tensors(t):
+        return t if t.numel() < dist.get_world_size() else _solution().ring_allreduce(t)
+
+    assert not check_ring(skips_short_tensors, timeout=TIMEOUT)
+    assert "(tensor of 2 on 4 ranks)" in _line(capsys)
+
+
 def raises_on_rank_2(t):
     if dist.get_rank() == 2:
         raise ValueError("boom")
@@ -174,3 +246,36 @@ def raises_on_rank_2(t):
 def test_a_rank_that_raises_is_named(capsys):
     assert not check_ring(raises_on_rank_2, timeout=TIMEOUT)
     assert "failed on rank 2: ValueError" in _line(capsys)
+
+
+def tree_run_twice(t):
+    """The reference tree, and then the whole tree again (on zeros): twice the bytes."""
+    t = _solution().tree_allreduce(t)
+    return t + _solution().tree_allreduce(torch.zeros_like(t))
+
+
+def no_communication(t):
+    return t
+
+
+@pytest.mark.parametrize(
+    "checker, mistake, phrases",
+    [
+        (check_tree, star_tree, ["a star", "rank 0 sends to every rank", "parameter server"]),
+        (check_tree, chain_tree, ["a chain", "6 message hops, where a tree needs at most 4"]),
+        (check_tree, tree_run_twice, ["sent more than 3 whole tensors"]),
+        (check_tree, no_communication, ["no rank holds the right sum", "exactly once"]),
+        (check_ring, sums_on_rank_0_only, ["only rank 0 holds", "add the all-gather phase"]),
+    ],
+)
+def test_each_mistake_is_named(capsys, checker, mistake, phrases):
+    assert not checker(mistake, timeout=TIMEOUT)
+    line = _line(capsys)
+    assert all(phrase in line for phrase in phrases), line
+
+
+def test_returning_something_else_is_caught(capsys):
+    assert not check_ring(lambda t: t.tolist(), timeout=TIMEOUT)
+    assert "must return the summed tensor, not a list" in _line(capsys)
+    assert not check_ring(lambda t: t.reshape(1, -1), timeout=TIMEOUT)
+    assert "returned a tensor of shape (1, 22)" in _line(capsys)

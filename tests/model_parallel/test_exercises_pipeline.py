@@ -98,3 +98,17 @@ def test_stages_that_disagree_on_the_backward_order_are_caught(capsys):
 def test_a_function_that_raises_is_reported_not_raised(capsys):
     assert not check_gpipe_order(lambda stage, stages, microbatches: 1 / 0)
     assert "raised ZeroDivisionError" in _line(capsys)
+
+
+def test_a_bubble_that_raises_is_reported_not_raised(capsys):
+    assert not check_bubble(lambda k, m: 1 / 0)
+    assert "predict_bubble raised ZeroDivisionError" in _line(capsys)
+
+
+def test_forwards_out_of_order_are_caught(capsys):
+    def reversed_forwards(stage, stages, microbatches):
+        forwards = [("F", i) for i in reversed(range(microbatches))]
+        return forwards + [("B", i) for i in range(microbatches)]
+
+    assert not check_gpipe_order(reversed_forwards)
+    assert "should run F0, F1, ... in order" in _line(capsys)

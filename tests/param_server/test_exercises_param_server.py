@@ -67,3 +67,18 @@ def test_global_count_instead_of_last_pull_is_caught(capsys):
 def test_a_crashing_solution_is_reported(capsys):
     assert not check_staleness(lambda events: 1 / 0)
     assert "ZeroDivisionError" in _line(capsys)
+
+
+def test_server_bytes_that_raises_is_reported(capsys):
+    assert not check_server_bytes(lambda workers, numel, itemsize: 1 / 0)
+    assert "server_bytes raised ZeroDivisionError" in _line(capsys)
+
+
+def test_staleness_that_is_not_a_list_of_numbers_is_caught(capsys):
+    assert not check_staleness(lambda events: "stale")
+    assert "a list of whole numbers" in _line(capsys)
+
+
+def test_one_number_per_push_is_required(capsys):
+    assert not check_staleness(lambda events: [0] * len(events))
+    assert "one number per push" in _line(capsys)

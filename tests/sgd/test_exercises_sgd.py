@@ -93,3 +93,16 @@ def test_sweep_config_mistakes(solution, capsys):
     assert "refuses it" in lines[1] and "parameters.lr" in lines[1]
     assert "log_uniform" in lines[2]
     assert "parameters.batchsize" in lines[3]
+
+
+def test_sweep_config_budget_batches_and_metric(solution, capsys):
+    good = solution.SWEEP_CONFIG
+    longer = {**good, "budget": 10}
+    batches = {**good, "parameters": {**good["parameters"], "batch_size": {"values": [16, 32]}}}
+    loss = {**good, "spec": {"metric": "val_loss", "objective": "minimize"}}
+    for config in (longer, batches, loss):
+        assert not check_sweep_config(config)
+    budget, batch, metric = _lines(capsys)
+    assert "set budget to 6 trials" in budget
+    assert "batch_size: {'values': [16, 64]}" in batch
+    assert "optimise 'val_acc'" in metric

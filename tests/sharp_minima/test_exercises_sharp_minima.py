@@ -110,3 +110,13 @@ def test_box_sharpness_mistakes(capsys):
     assert "1 + f(w)" in relative
     assert "(|w_i| + 1), not by epsilon" in box
     assert "box's corners" in corners
+
+
+def smallest_eigenvalue(hvp, dim, iters=100):
+    h = torch.stack([hvp(e) for e in torch.eye(dim, dtype=torch.float64)])
+    return float(min(torch.linalg.eigvalsh(h), key=abs))
+
+
+def test_the_smallest_eigenvalue_is_caught(capsys):
+    assert not check_top_eigenvalue(smallest_eigenvalue)
+    assert "that is the smallest" in _lines(capsys)[-1]
