@@ -16,6 +16,7 @@ from .gpus import visible_gpus
 from .sizes import (
     CollectivesSizes,
     DataParallelSizes,
+    FailuresSizes,
     ParamServerSizes,
     PipelineSizes,
     ScalingSizes,
@@ -42,6 +43,7 @@ class Profile:
     ddp: DataParallelSizes = field(default_factory=DataParallelSizes)
     sharp: SharpMinimaSizes = field(default_factory=SharpMinimaSizes)
     scaling: ScalingSizes = field(default_factory=ScalingSizes)
+    failures: FailuresSizes = field(default_factory=FailuresSizes)
 
 
 PROFILES = {
