@@ -84,9 +84,10 @@ def train(
     micro-batches (a DDP model syncs only on the last, under `no_sync` on the others), then
     `after_backward(model)` (say, averaging gradients by hand), then the optimizer step.
     `after_step(steps, loss)` runs once each update is applied (say, to save a checkpoint
-    that a resumed run continues from exactly). `clock_after=n` times forward, backward and optimizer of every update after the first n
-    (the warm-up) into `History.phases`. `eval_loader` is evaluated every `eval_every`
-    updates; the validation and test loaders once per epoch and once at the end.
+    that a resumed run continues from exactly). `clock_after=n` times forward, backward and
+    optimizer of every update after the first n (the warm-up) into `History.phases`.
+    `eval_loader` is evaluated every `eval_every` updates; the validation and test loaders
+    once per epoch and once at the end.
     `sync_metrics` (default: when the model is DDP-wrapped) averages evaluation metrics over
     the ranks. `threads` caps torch's threads for this call only: a small model runs no
     faster on two, and a second thread spinning against other processes can slow it tenfold.
