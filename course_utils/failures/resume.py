@@ -99,10 +99,10 @@ def checkpointed_training(cfg: RunConfig) -> dict:
     """One rank: (resume,) train to `cfg.steps` with checkpoints; this rank's view of the run."""
     model, optimizer, batches, loader = build(cfg)
     state = checkpoint.TrainingState(model, optimizer, batches)
-    start, loaded = 0, None
+    start, loaded, loaded_digest = 0, None, None
     if cfg.resume and cfg.checkpoint_dir and checkpoint.latest(cfg.checkpoint_dir) is not None:
         start = checkpoint.load(state, cfg.checkpoint_dir)
-        loaded = time.time()
+        loaded, loaded_digest = time.time(), params_digest(model)
     ddp = replica(model)
     losses, saves, first_step = [], [], []
 
@@ -134,6 +134,7 @@ def checkpointed_training(cfg: RunConfig) -> dict:
         "save_seconds": saves,
         "seconds": history.seconds if history else 0.0,
         "loaded_at": loaded,
+        "loaded_digest": loaded_digest,
         "first_step_at": first_step[0] if first_step else None,
         "digest": params_digest(model),
         "params": torch.nn.utils.parameters_to_vector(model.parameters()).detach(),
