@@ -3,14 +3,14 @@
 A DDP run checkpoints with `torch.distributed.checkpoint` (model, optimizer, sampler
 position, each rank's RNG), loses a rank to SIGKILL and resumes bit for bit (`resume`);
 how often to save, against Young's formula (`young`); a checkpoint of 4 ranks loaded by 2
-(`reshard`); and the rank to blame when one hangs, lags or silently differs (`culprits`).
+(`resharding`); and the rank to blame when one hangs, lags or silently differs (`culprits`).
 """
 
 from . import charts, exercises, verdicts
 from .charts import checkpoint_interval, resume_timeline, straggler_table
 from .culprits import compare_ranks, find_hung_rank, first_disagreement, time_ranks
 from .exercises import check_resume, check_slowest_rank
-from .reshard import reshard
+from .resharding import reshard
 from .resume import RunConfig, config_from, kill_and_resume
 from .young import lost_time, time_intervals, young_interval
 

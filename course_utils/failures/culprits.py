@@ -136,9 +136,14 @@ def _checksum_worker(cfg: RunConfig, every: int, steps: int, forget: int | None,
         dist.all_gather(sums, mine)
         seen = [torch.zeros_like(batches.seen) for _ in sums]
         dist.all_gather(seen, batches.seen)
-        total = torch.stack(seen).sum(0)
-        shared = [int(((s > 0) & (total > s)).sum()) for s in seen]
-        records.append({"step": step, "checksums": [s.tolist() for s in sums], "shared": shared})
+        took = [t > 0 for t in seen]
+        pairs = [
+            [i, j]
+            for i in range(len(took))
+            for j in range(i + 1, len(took))
+            if bool((took[i] & took[j]).any())
+        ]
+        records.append({"step": step, "checksums": [s.tolist() for s in sums], "pairs": pairs})
 
     train(ddp, loader, max_steps=steps, optimizer=optimizer, after_step=after_step,
           threads=cfg.threads)  # fmt: skip
@@ -148,8 +153,8 @@ def _checksum_worker(cfg: RunConfig, every: int, steps: int, forget: int | None,
 def compare_ranks(cfg: RunConfig, world_size: int, every: int, steps: int,
                   forget_epoch_rank: int | None = None, drift: tuple = (),
                   timeout: float = 60.0) -> list[dict]:  # fmt: skip
-    """Every `every` updates: each rank's parameter checksum, and how many of the samples
-    it took this pass some other rank took too. `forget_epoch_rank` never tells its
+    """Every `every` updates: each rank's parameter checksum, and which pairs of ranks took
+    a sample in common this pass (none should). `forget_epoch_rank` never tells its
     sampler the epoch; `drift=(rank, step)` nudges that rank's weights after that update."""
     args = (replace(cfg, noise=0.0), every, steps, forget_epoch_rank, tuple(drift))
     return launch(_checksum_worker, world_size, args=args, timeout=timeout)[0]
@@ -163,8 +168,8 @@ def first_disagreement(records: list[dict]) -> dict | None:
         odd = [r for r, s in enumerate(sums) if split and sums.count(s) == 1]
         if odd:
             return {"step": record["step"], "kind": "parameters", "rank": odd[0]}
-        shared = record["shared"]
-        if any(shared):
-            worst = max(range(len(shared)), key=shared.__getitem__)
-            return {"step": record["step"], "kind": "data", "rank": worst}
+        pairs = [set(p) for p in record["pairs"]]
+        common = set.intersection(*pairs) if pairs else set()
+        if len(common) == 1:  # one rank shares samples with every rank that shares any
+            return {"step": record["step"], "kind": "data", "rank": common.pop()}
     return None
