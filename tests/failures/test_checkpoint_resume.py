@@ -69,11 +69,14 @@ def test_global_batches_are_the_same_whatever_the_number_of_ranks():
 
 def test_youngs_formula_and_its_verdict():
     assert young.young_interval(2.0, 100.0) == pytest.approx(20.0)
-    seconds = {None: 1.0, 1: 2.0, 2: 1.5, 4: 1.25, 8: 1.125, 16: 1.0625}
-    lost = young.lost_time(seconds, steps=16, mtbf_steps=100, restart=0.5)
+    runs = {None: {"seconds": 1.0, "saving": 0.0}}
+    runs |= {k: {"seconds": 1.0 + 1 / k, "saving": 1 / k} for k in (1, 2, 4, 8, 16)}
+    lost = young.lost_time(runs, steps=16, mtbf_steps=100, restart=0.5)
     assert lost["save_seconds"] == pytest.approx(1 / 16)
+    assert lost["young_steps"] == pytest.approx((2 / 16 * 100 / 16) ** 0.5 * 16)
     assert verdicts.young_agrees(lost["lost"], lost["young_steps"])
     assert not verdicts.young_agrees({1: 1.0, 2: 2.0, 32: 3.0}, young_steps=16)
+    assert not verdicts.young_agrees({1: 3.0, 4: 1.3, 16: 1.0}, young_steps=5)
 
 
 def test_a_checkpoint_folder_without_metadata_is_not_complete():
