@@ -60,6 +60,23 @@ def reshard_matches(loaded_exact: bool, gap: float, tolerance: float = 1e-5) -> 
     )
 
 
+def elastic_recovered(ranks: list[dict], twin_digest: str, resumed_from: int) -> Verdict:
+    return verdict(
+        bool(ranks)
+        and all(r["digest"] == twin_digest and r["start"] == resumed_from for r in ranks),
+        "after the agents restarted the group, it resumed from the checkpoint and ended with "
+        "an uninterrupted run's parameters",
+    )
+
+
+def agent_restarted(lines: list[str]) -> Verdict:
+    return verdict(
+        any("FAILED" in line and "will restart" in line for line in lines)
+        and any("Detected" in line and "will restart" in line for line in lines),
+        "the killed rank's agent restarted its workers, and the other agent restarted with it",
+    )
+
+
 def hang_found(report: dict, rank: int, function: str) -> Verdict:
     return verdict(
         report["barrier_names"] == [rank]
