@@ -200,6 +200,7 @@ class FailuresSizes:
     max_restarts: int = 1
     elastic_steps: int = 24
     elastic_kill_at: int = 13
+    elastic_kill_rank: int = 1
     hang_rank: int = 2
     barrier_timeout: float = 1.5  # seconds monitored_barrier waits for a missing rank
     hang_timeout: float = 4.0  # seconds before the launcher dumps every rank's stack

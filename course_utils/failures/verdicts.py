@@ -69,11 +69,13 @@ def elastic_recovered(ranks: list[dict], twin_digest: str, resumed_from: int) ->
     )
 
 
-def agent_restarted(lines: list[str]) -> Verdict:
+def agent_restarted(lines: list[str], nodes: int) -> Verdict:
+    """An agent saw its worker SIGKILLed (exit code -9), and every node's agent restarted:
+    for its own worker's failure, or because a peer came back to the rendezvous."""
+    restarted = {line.split("]")[0] for line in lines if "will restart" in line}
     return verdict(
-        any("FAILED" in line and "will restart" in line for line in lines)
-        and any("Detected" in line and "will restart" in line for line in lines),
-        "the killed rank's agent restarted its workers, and the other agent restarted with it",
+        any("exitcode: -9" in line for line in lines) and len(restarted) == nodes,
+        "an agent reported its worker killed, and every node's agent restarted its workers",
     )
 
 

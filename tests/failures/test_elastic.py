@@ -16,14 +16,19 @@ def test_the_agents_restart_the_group_and_it_ends_like_an_uninterrupted_run():
     assert {r["digest"] for r in out["ranks"]} == {out["twin_digest"]}
     assert any("exitcode: -9" in line for line in out["agent"])
     assert verdicts.elastic_recovered(out["ranks"], out["twin_digest"], 4)
-    assert verdicts.agent_restarted(out["agent"])
+    assert verdicts.agent_restarted(out["agent"], nodes=2)
 
 
 def test_the_elastic_verdicts_fail_without_a_restart():
     ranks = [{"digest": "a", "start": 4}, {"digest": "a", "start": 0}]
     assert not verdicts.elastic_recovered(ranks, "a", 4)
     assert not verdicts.elastic_recovered([], "a", 4)
-    assert not verdicts.agent_restarted(["[node 0] worker group successfully finished."])
+    killed = "[node 1] failed (exitcode: -9) local_rank: 0"
+    alone = "[node 1] Worker group FAILED. 1/1 attempts left; will restart worker group"
+    assert not verdicts.agent_restarted(["[node 0] worker group successfully finished."], 2)
+    assert not verdicts.agent_restarted([killed, alone], nodes=2)
+    peer = "[node 0] Detected 1 new nodes from group_rank=0; will restart worker group"
+    assert verdicts.agent_restarted([killed, alone, peer], nodes=2)
 
 
 def test_max_restarts_asks_torchrun_for_restarts_through_c10d():
