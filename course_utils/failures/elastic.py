@@ -80,13 +80,14 @@ def join_round(folder: str) -> None:
 
 def elastic_restart(cfg: RunConfig, nodes: int, max_restarts: int, timeout: float = 120.0):
     """Run `cfg` as an `nodes`-node torchrun job with a kill; returns its ranks, the
-    agents' lines about the failure and restart, and an uninterrupted twin's digest."""
+    agents' lines about the failure and restart, an uninterrupted twin's digest, and the
+    seconds from the SIGKILL to the restarted group's first update."""
     twin = launch(
         checkpointed_training, nodes, args=(replace(cfg, every=None, kill_rank=None),),
         timeout=timeout,
     )  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="course-elastic-") as root:
-        job = replace(cfg, checkpoint_dir=root, log_dir=None)
+        job = replace(cfg, checkpoint_dir=root, log_dir=root)
         log = io.StringIO()
         try:
             with _agent_log_level("INFO"), contextlib.redirect_stdout(log):
@@ -98,8 +99,16 @@ def elastic_restart(cfg: RunConfig, nodes: int, max_restarts: int, timeout: floa
         except LaunchError:
             print(log.getvalue())  # the nodes' logs, which the error refers to
             raise
+        killed = Path(root) / "killed_at.txt"
+        killed_at = float(killed.read_text()) if killed.exists() else float("nan")
     agent = [_short(line) for line in log.getvalue().splitlines() if _about_restart(line)]
-    return {"ranks": ranks, "agent": agent, "twin_digest": twin[0]["digest"]}
+    again = min(r["first_step_at"] or float("nan") for r in ranks)
+    return {
+        "ranks": ranks,
+        "agent": agent,
+        "twin_digest": twin[0]["digest"],
+        "kill_to_resume_seconds": again - killed_at,
+    }
 
 
 @contextlib.contextmanager

@@ -15,6 +15,7 @@ def test_the_agents_restart_the_group_and_it_ends_like_an_uninterrupted_run():
     assert [r["start"] for r in out["ranks"]] == [4, 4]
     assert {r["digest"] for r in out["ranks"]} == {out["twin_digest"]}
     assert any("exitcode: -9" in line for line in out["agent"])
+    assert 0 < out["kill_to_resume_seconds"] < 30  # the target, on 2 cores
     assert verdicts.elastic_recovered(out["ranks"], out["twin_digest"], 4)
     assert verdicts.agent_restarted(out["agent"], nodes=2)
 
