@@ -16,6 +16,7 @@ from .gpus import visible_gpus
 from .sizes import (
     CollectivesSizes,
     DataParallelSizes,
+    FailuresSizes,
     MemorySizes,
     ParamServerSizes,
     PipelineSizes,
@@ -44,6 +45,7 @@ class Profile:
     sharp: SharpMinimaSizes = field(default_factory=SharpMinimaSizes)
     scaling: ScalingSizes = field(default_factory=ScalingSizes)
     memory: MemorySizes = field(default_factory=MemorySizes)
+    failures: FailuresSizes = field(default_factory=FailuresSizes)
 
 
 PROFILES = {

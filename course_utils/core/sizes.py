@@ -206,3 +206,39 @@ class MemorySizes:
     recompute_every: tuple[int, ...] = (0, 4, 2, 1)  # checkpoint every k-th block; 0: none
     recompute_repeats: int = 5
     exercise_world_size: int = 3
+
+
+@dataclass(frozen=True)
+class FailuresSizes:
+    """Notebook 09: checkpoints, resume, elastic restarts, resharding, and finding a culprit."""
+
+    world_size: int = 4  # ranks of the DDP run that is checkpointed, killed and resumed
+    hidden: int = 64
+    train_samples: int = 1024  # a small training set, so the runs cross epoch boundaries
+    global_batch: int = 64  # samples per update over all ranks (any world size, same batches)
+    lr: float = 0.05
+    momentum: float = 0.9
+    noise: float = 0.05  # augmentation noise each rank draws from its own RNG
+    steps: int = 40
+    every: int = 8  # updates between checkpoints
+    kill_rank: int = 2
+    kill_at: int = 29  # the update after which that rank is SIGKILLed
+    reshard_world_size: int = 2
+    young_intervals: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
+    young_steps: int = 32  # updates timed for each checkpoint interval
+    mtbf_steps: int = 50  # mean updates between failures, for Young's formula
+    nodes: int = 2  # torchrun agents of the elastic run (one rank each)
+    max_restarts: int = 1
+    elastic_steps: int = 24
+    elastic_kill_at: int = 13
+    elastic_kill_rank: int = 1
+    hang_rank: int = 2
+    barrier_timeout: float = 1.5  # seconds monitored_barrier waits for a missing rank
+    hang_timeout: float = 4.0  # seconds before the launcher dumps every rank's stack
+    straggler_rank: int = 3
+    straggler_delay: float = 0.03  # extra seconds per update on the slow rank
+    straggler_steps: int = 20
+    check_every: int = 4  # updates between cross-rank checksums
+    check_steps: int = 40
+    threads: int = 1
+    timeout: float = 60.0  # one launch

@@ -8,7 +8,8 @@ the epoch, so each epoch reshuffles the same way on every rank), and then averag
 evaluation metrics over the ranks. The clock counts training only, never evaluation, so
 seconds are comparable between runs that evaluate more or less often. Small hooks let the
 chapters use it rather than a loop of their own: gradient accumulation under `no_sync`,
-averaging by hand after backward, and a per-phase clock for the DDP timings.
+averaging by hand after backward, a call after every update (to save a checkpoint), and a
+per-phase clock for the DDP timings.
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ def train(
     max_steps: int | None = None,
     accumulate: int = 1,
     after_backward: Callable[[nn.Module], None] | None = None,
+    after_step: Callable[[int, float], None] | None = None,
     clock_after: int | None = None,
     device: torch.device | str | None = None,
     seed: int | None = None,
@@ -81,9 +83,11 @@ def train(
     `lr_schedule(step)` multiplies `lr` at every update. Each update takes `accumulate`
     micro-batches (a DDP model syncs only on the last, under `no_sync` on the others), then
     `after_backward(model)` (say, averaging gradients by hand), then the optimizer step.
-    `clock_after=n` times forward, backward and optimizer of every update after the first n
-    (the warm-up) into `History.phases`. `eval_loader` is evaluated every `eval_every`
-    updates; the validation and test loaders once per epoch and once at the end.
+    `after_step(steps, loss)` runs once each update is applied (say, to save a checkpoint
+    that a resumed run continues from exactly). `clock_after=n` times forward, backward and
+    optimizer of every update after the first n (the warm-up) into `History.phases`.
+    `eval_loader` is evaluated every `eval_every` updates; the validation and test loaders
+    once per epoch and once at the end.
     `sync_metrics` (default: when the model is DDP-wrapped) averages evaluation metrics over
     the ranks. `threads` caps torch's threads for this call only: a small model runs no
     faster on two, and a second thread spinning against other processes can slow it tenfold.
@@ -159,6 +163,8 @@ def train(
                 losses.clear()
                 history.steps += 1
                 history.step_seconds.append(history.seconds + time.perf_counter() - started)
+                if after_step is not None:
+                    after_step(history.steps, history.step_loss[-1])
                 if eval_every and history.steps % eval_every == 0:
                     history.seconds += time.perf_counter() - started
                     checkpoint()

@@ -36,12 +36,16 @@ def torchrun_command(
     python: str = "python",
     module: str = "course_utils.ranks.torchrun",
     module_args: list[str] | None = None,
+    max_restarts: int = 0,
 ) -> list[str]:
     """The command to run on node `node_rank` (all nodes use the same master address and port).
 
     By default every rank runs `course_utils.ranks.torchrun TARGET`; give `module` and
     `module_args` to run another script, such as `course_utils.ddp.torchrun_train`. Either
-    way the script is told `--backend`, unless `module_args` already says which.
+    way the script is told `--backend`, unless `module_args` already says which. With
+    `max_restarts`, the agents restart the group after a worker fails (torchrun's
+    `--max-restarts`) and meet through the c10d rendezvous, so that every node joins the
+    new round together.
     """
     module_args = [target] if module_args is None else list(module_args)
     if not any(a == "--backend" or a.startswith("--backend=") for a in module_args):
@@ -53,8 +57,15 @@ def torchrun_command(
         f"--node-rank={node_rank}",
         f"--master-addr={master_addr}",
         f"--master-port={master_port}",
+        *(_restartable(master_addr, master_port, max_restarts) if max_restarts else []),
         "-m", module, *module_args,
     ]  # fmt: skip
+
+
+def _restartable(addr: str, port: int, max_restarts: int) -> list[str]:
+    """Static rendezvous restarts each node on its own; c10d makes every agent restart."""
+    rendezvous = ["--rdzv-backend=c10d", f"--rdzv-endpoint={addr}:{port}", "--rdzv-id=course"]
+    return [f"--max-restarts={max_restarts}", *rendezvous]
 
 
 def free_port() -> int:
@@ -73,6 +84,7 @@ def run_local_nodes(
     echo: bool = True,
     module: str = "course_utils.ranks.torchrun",
     module_args: list[str] | None = None,
+    max_restarts: int = 0,
 ) -> list:
     """Run `target` (or `module`) as an `nnodes`-node torchrun job on localhost.
 
@@ -94,7 +106,7 @@ def run_local_nodes(
             cmd = torchrun_command(
                 target, nnodes=nnodes, nproc_per_node=nproc_per_node, node_rank=n,
                 master_addr="127.0.0.1", master_port=port, backend=backend, python=sys.executable,
-                module=module, module_args=module_args,
+                module=module, module_args=module_args, max_restarts=max_restarts,
             )  # fmt: skip
             with open(logs[n], "wb") as log:
                 agents.append(

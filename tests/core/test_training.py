@@ -228,6 +228,16 @@ def test_after_backward_runs_once_per_update_before_the_step():
     assert torch.equal(torch.nn.utils.parameters_to_vector(net.parameters()), before)
 
 
+def test_after_step_sees_every_applied_update_and_its_loss():
+    seen = []
+    net = models.build("mlp", (40,), 10, hidden=16, seed=0)
+    loader = training.tensor_loader(_dataset(), 8, shuffle=False)
+    h = training.train(
+        net, loader, accumulate=2, max_steps=5, after_step=lambda s, loss: seen.append((s, loss))
+    )
+    assert seen == list(zip(range(1, 6), h.step_loss, strict=True))
+
+
 def test_phase_clock_skips_the_warm_up_updates():
     h, _ = _pair(8, clock_after=4, accumulate=2)  # 6 updates of 16 samples
     p = h.phases

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import re
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ SHARED = ("core", "ranks")
 CHAPTERS = (
     "sgd", "sharp_minima", "lr_scaling", "ddp", "allreduce", "model_parallel", "param_server",
     "memory",
+    "failures",
 )  # fmt: skip
 MAX_LINES = 300
 
@@ -101,8 +103,21 @@ def test_every_folder_says_what_it_shows_and_which_notebook_uses_it(chapter):
     doc = importlib.import_module(f"course_utils.{chapter}").__doc__ or ""
     assert len(doc.split()) >= 15, f"course_utils/{chapter}/__init__.py needs a docstring"
     if chapter in CHAPTERS:
-        number = f"{CHAPTERS.index(chapter) + 1:02d}_"
-        assert number in doc, f"{chapter}'s docstring should name its notebook ({number}...)"
+        assert _notebook_number(chapter), f"{chapter}'s docstring should name its NN_*.ipynb"
+        # teaching order: a chapter's notebook comes after the previous chapter's (a number
+        # may be skipped while the chapter that holds it is being written on its own branch)
+        earlier = CHAPTERS[: CHAPTERS.index(chapter)]
+        assert _notebook_number(chapter) > max(map(_notebook_number, earlier), default=0)
+
+
+def _notebook_number(chapter: str) -> int:
+    """The number of the notebook a chapter's docstring names, if that notebook exists."""
+    doc = importlib.import_module(f"course_utils.{chapter}").__doc__ or ""
+    notebooks = PACKAGE.parent / "notebooks"
+    named = [
+        n for n in re.findall(r"\b(\d\d_\w+)\.ipynb", doc) if (notebooks / f"{n}.ipynb").exists()
+    ]
+    return int(named[0][:2]) if named else 0
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)

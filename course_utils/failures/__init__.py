@@ -1,0 +1,40 @@
+"""Chapter 9 (`09_failures_checkpoints_restarts.ipynb`): training that survives failures.
+
+A DDP run checkpoints with `torch.distributed.checkpoint` (model, optimizer, sampler
+position, each rank's RNG), loses a rank to SIGKILL and resumes bit for bit (`resume`),
+also under torchrun's elastic agent, which restarts the whole group (`elastic`); how often
+to save, against Young's formula (`young`); a checkpoint of 4 ranks loaded by 2
+(`resharding`); and the rank to blame when one hangs, lags or silently differs (`culprits`).
+"""
+
+from . import charts, exercises, verdicts
+from .charts import checkpoint_interval, resume_timeline, straggler_table
+from .culprits import compare_ranks, find_hung_rank, first_disagreement, time_ranks
+from .elastic import elastic_restart
+from .exercises import check_resume, check_slowest_rank
+from .resharding import reshard
+from .resume import RunConfig, config_from, kill_and_resume
+from .young import lost_time, time_intervals, young_interval
+
+__all__ = [
+    "RunConfig",
+    "charts",
+    "check_resume",
+    "check_slowest_rank",
+    "checkpoint_interval",
+    "compare_ranks",
+    "config_from",
+    "elastic_restart",
+    "exercises",
+    "find_hung_rank",
+    "first_disagreement",
+    "kill_and_resume",
+    "lost_time",
+    "reshard",
+    "resume_timeline",
+    "straggler_table",
+    "time_intervals",
+    "time_ranks",
+    "verdicts",
+    "young_interval",
+]

@@ -1,0 +1,151 @@
+"""Checkers for notebook 09: the resume logic, and finding the slow rank in a timing table.
+
+Each checker tries the learner's function, prints one verdict line naming the mistake it
+found, and returns whether it passed; it never raises at the learner.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+
+import torch
+import torch.distributed as dist
+
+from ..core.checks import NOT_SOLVED, attempt, verdict
+from ..core.errors import LaunchError
+from ..core.training import train
+from ..ranks.launch import launch
+from .resume import RunConfig, build, replica
+
+CHECK_RUN = RunConfig(steps=24, every=None, hidden=32, train_samples=512)
+SAVE_AT = 11  # mid-pass (8 updates per pass), so the epoch and the position both matter
+
+
+def resume_reference(model, optimizer, batches, saved: dict) -> int:
+    """Every part of the saved state back in place, on every rank; the step to go on from."""
+    model.load_state_dict(saved["model"])
+    optimizer.load_state_dict(saved["optimizer"])
+    batches.load_state_dict(saved["sampler"])
+    torch.set_rng_state(saved["rng"])
+    return saved["step"]
+
+
+def _snapshot(model, optimizer, batches) -> dict:
+    return {
+        "model": copy.deepcopy(model.state_dict()),
+        "optimizer": copy.deepcopy(optimizer.state_dict()),
+        "sampler": batches.state_dict(),
+        "rng": torch.get_rng_state(),
+    }
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return torch.equal(a, b) if torch.is_tensor(a) else a == b
+
+
+def _resume_trial(resume, cfg: RunConfig, save_at: int) -> dict:
+    """One rank: the reference run with a snapshot at `save_at`; then a fresh start resumed
+    by the learner's function; which parts came back, and whether the ends agree."""
+    model, optimizer, batches, loader = build(cfg)
+    saved = {}
+
+    def keep(step, loss):
+        if step == save_at:
+            saved.update(_snapshot(model, optimizer, batches))
+
+    train(replica(model), loader, max_steps=cfg.steps, optimizer=optimizer, after_step=keep)
+    expected = torch.nn.utils.parameters_to_vector(model.parameters()).detach().clone()
+    model, optimizer, batches, loader = build(cfg)
+    torch.manual_seed(12345)  # a fresh process's RNG is not the saved one
+    out = attempt(resume, model, optimizer, batches, {**copy.deepcopy(saved), "step": save_at})
+    if isinstance(out, str) and out == NOT_SOLVED:
+        return {"solved": False}
+    now = _snapshot(model, optimizer, batches)
+    restored = {part: _same(saved[part], now[part]) for part in saved}
+    train(replica(model), loader, max_steps=cfg.steps - save_at, optimizer=optimizer)
+    final = torch.nn.utils.parameters_to_vector(model.parameters()).detach()
+    return {"solved": True, "restored": restored, "equal": torch.equal(final, expected),
+            "step": out, "rank": dist.get_rank()}  # fmt: skip
+
+
+MISTAKES = {
+    "optimizer": "the optimizer's state is not restored: momentum starts again from zero",
+    "sampler": "the sampler's epoch and position are not restored: the resumed run sees "
+    "other batches",
+    "rng": "the RNG state is not restored: the resumed run draws other noise",
+    "model": "the model's weights are not restored",
+}
+
+
+def check_resume(resume, world_size: int = 2, timeout: float = 60.0) -> bool:
+    """`resume(model, optimizer, batches, saved)` puts every saved part back, on every rank,
+    and returns the step to go on from (`saved["step"]`)."""
+    try:
+        ranks = launch(_resume_trial, world_size, args=(resume, CHECK_RUN, SAVE_AT),
+                       timeout=timeout)  # fmt: skip
+    except LaunchError as exc:
+        return verdict(False, f"resume failed on a rank: {str(exc).splitlines()[0]}")
+    if not all(r["solved"] for r in ranks):
+        return verdict(False, NOT_SOLVED)
+    complete = [all(r["restored"].values()) for r in ranks]
+    if any(complete) and not all(complete):
+        left = [r["rank"] for r, ok in zip(ranks, complete, strict=True) if not ok]
+        return verdict(
+            False,
+            f"rank {left[0]} did not restore: every rank must resume, not only rank 0 "
+            "(each holds its own sampler position and RNG)",
+        )
+    for part, mistake in MISTAKES.items():
+        if not all(r["restored"][part] for r in ranks):
+            return verdict(False, mistake)
+    if any(r["step"] != SAVE_AT for r in ranks):
+        return verdict(False, "return the step the checkpoint was saved at, saved['step']")
+    if not all(r["equal"] for r in ranks):
+        return verdict(False, "everything was restored, yet the resumed run ends elsewhere")
+    return verdict(True, "the resumed run ends bit for bit where the uninterrupted one does")
+
+
+def slowest_rank_reference(table: dict) -> int:
+    """The rank with the most work per update (it is also the one that waits least)."""
+    return max(table, key=lambda r: table[r]["step"] - table[r]["wait"])
+
+
+def timing_tables(seed: int = 3, cases: int = 6) -> list[tuple[dict, int]]:
+    """Tables like the notebook's, in seconds, with a random slow rank in each."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(cases):
+        n = rng.choice((2, 4, 8))
+        slow = rng.randrange(n)
+        step = rng.uniform(0.05, 0.2)
+        table = {}
+        for r in range(n):
+            wait = rng.uniform(0.0, 0.004) if r == slow else step * rng.uniform(0.5, 0.9)
+            table[r] = {"step": step * rng.uniform(0.98, 1.02), "wait": wait}
+        out.append((table, slow))
+    return out
+
+
+def check_slowest_rank(slowest_rank) -> bool:
+    """`slowest_rank(table)`: which rank slows the job, from each rank's step and wait times."""
+    for table, slow in timing_tables():
+        value = attempt(slowest_rank, copy.deepcopy(table))
+        if isinstance(value, str) and value == NOT_SOLVED:
+            return verdict(False, NOT_SOLVED)
+        if value == max(table, key=lambda r: table[r]["wait"]):
+            return verdict(
+                False,
+                "that is the rank that waits longest: the fastest one, waiting for the slow one",
+            )
+        if value != slow:
+            return verdict(
+                False,
+                "every rank's step lasts about as long, so the step time cannot tell; "
+                "look at what each rank does besides waiting",
+            )
+    return verdict(True, "slowest_rank finds the straggler in every table tried")

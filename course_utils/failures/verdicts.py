@@ -1,0 +1,118 @@
+"""The chapter's claims, each a measured quantity against a stated threshold.
+
+Every function prints one verdict line with no run-to-run number in it and returns it;
+the tests feed each one a case where the effect is absent.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..core.checks import Verdict, verdict
+
+RECOVERY_TARGET = 30.0  # seconds from a kill to training again, on 2 cores
+
+
+def resume_is_exact(run) -> Verdict:
+    """`run` is a `ResumeRun`: losses from the checkpoint on, and every rank's final weights."""
+    digests = set(run.digests.get("full", [])) | set(run.digests.get("resumed", []))
+    return verdict(
+        run.tail_equal() and len(digests) == 1,
+        "the resumed run's losses and final parameters equal the uninterrupted run's, bit for bit",
+    )
+
+
+def killed_rank_named(error: str, rank: int) -> Verdict:
+    return verdict(
+        f"rank {rank} of" in error and "SIGKILL" in error,
+        "the launcher named the killed rank and the signal",
+    )
+
+
+def resumed_from_last_checkpoint(run) -> Verdict:
+    last = (run.kill_at // run.every) * run.every
+    return verdict(
+        run.resumed_from == last,
+        "the run resumed from the last checkpoint before the kill, no earlier",
+    )
+
+
+def recovers_quickly(seconds: float, limit: float = RECOVERY_TARGET) -> Verdict:
+    return verdict(0 < seconds < limit, f"training resumed within {limit:g} s of the kill")
+
+
+def young_agrees(lost: dict, young_steps: float, slack: float = 0.2) -> Verdict:
+    """Saving at Young's interval (the k measured nearest to it) loses at most `slack` more
+    than the best k measured. Near its minimum the curve is flat, so this, not the argmin,
+    is what measurement noise leaves stable."""
+    nearest = min(lost, key=lambda k: abs(math.log(k / young_steps)))
+    return verdict(
+        lost[nearest] <= (1 + slack) * min(lost.values()),
+        f"saving at Young's √(2·C·M) loses at most {slack:.0%} more than the best interval",
+    )
+
+
+def reshard_matches(loaded_exact: bool, gap: float, tolerance: float = 1e-5) -> Verdict:
+    return verdict(
+        loaded_exact and gap < tolerance,
+        f"2 ranks loaded the 4-rank checkpoint exactly and trained on to within {tolerance:g} "
+        "of 4 ranks",
+    )
+
+
+def elastic_recovered(ranks: list[dict], twin_digest: str, resumed_from: int) -> Verdict:
+    return verdict(
+        bool(ranks)
+        and all(r["digest"] == twin_digest and r["start"] == resumed_from for r in ranks),
+        "after the agents restarted the group, it resumed from the checkpoint and ended with "
+        "an uninterrupted run's parameters",
+    )
+
+
+def agent_restarted(lines: list[str], nodes: int) -> Verdict:
+    """An agent saw its worker SIGKILLed (exit code -9), and every node's agent restarted:
+    for its own worker's failure, or because a peer came back to the rendezvous."""
+    restarted = {line.split("]")[0] for line in lines if "will restart" in line}
+    return verdict(
+        any("exitcode: -9" in line for line in lines) and len(restarted) == nodes,
+        "an agent reported its worker killed, and every node's agent restarted its workers",
+    )
+
+
+def hang_found(report: dict, rank: int, function: str) -> Verdict:
+    return verdict(
+        report["barrier_names"] == [rank]
+        and report["launcher_names"] == rank
+        and function in report["where"],
+        "monitored_barrier named the hung rank, and the stack dump shows the function it was in",
+    )
+
+
+def straggler_found(table: dict, rank: int, ratio: float = 3.0) -> Verdict:
+    """The slowest worker is `rank`, with more than `ratio` times the median rank's work."""
+    work = {r: t["work"] for r, t in table.items()}
+    others = sorted(w for r, w in work.items() if r != rank)
+    median = others[len(others) // 2] if others else 0.0
+    return verdict(
+        max(work, key=work.get) == rank and work[rank] > ratio * median,
+        f"the rank that does more than {ratio:g}x the others' work per update is the slow one",
+    )
+
+
+def job_waits_for_straggler(table: dict, rank: int, share: float = 0.9) -> Verdict:
+    """Every rank's update lasts at least `share` of the slow rank's work."""
+    slow = table[rank]["work"]
+    return verdict(
+        all(t["step"] >= share * slow for t in table.values()),
+        "every rank's update lasts as long as the slow rank's work: the whole job waits",
+    )
+
+
+def culprit_found(found: dict | None, kind: str | None, rank: int | None) -> Verdict:
+    """The first disagreement is of `kind` on `rank` (None, None: there must be none)."""
+    if kind is None:
+        return verdict(found is None, "in a healthy run every check agrees across the ranks")
+    return verdict(
+        found is not None and found["kind"] == kind and found["rank"] == rank,
+        f"the cross-rank check named the rank whose {kind} differ",
+    )

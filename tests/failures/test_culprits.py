@@ -1,0 +1,50 @@
+"""The hung, the slow and the silently different rank are each named; the verdicts fail
+when nothing is wrong."""
+
+from __future__ import annotations
+
+from course_utils.failures import culprits, verdicts
+from course_utils.failures.resume import RunConfig
+
+SMALL = RunConfig(hidden=16, train_samples=256, global_batch=32)
+
+
+def test_a_hung_rank_is_named_by_monitored_barrier_and_located_by_the_stack_dump():
+    report = culprits.find_hung_rank(3, hang_rank=1, barrier_timeout=1.0, timeout=3.0)
+    assert report["barrier_names"] == [1] and report["launcher_names"] == 1
+    assert "stuck_reading_a_shard" in report["where"]
+    assert verdicts.hang_found(report, 1, "stuck_reading_a_shard")
+    assert not verdicts.hang_found({**report, "barrier_names": []}, 1, "stuck_reading_a_shard")
+
+
+def test_a_straggler_does_the_work_and_the_others_wait():
+    table = culprits.time_ranks(SMALL, 2, slow_rank=1, delay=0.03, steps=8)
+    assert verdicts.straggler_found(table, 1) and verdicts.job_waits_for_straggler(table, 1)
+
+
+def test_the_straggler_verdicts_fail_when_every_rank_is_alike():
+    even = {r: {"step": 0.01, "wait": 0.005, "work": 0.005} for r in range(4)}
+    assert not verdicts.straggler_found(even, 3)
+    alone = {
+        0: {"step": 0.01, "wait": 0.0, "work": 0.01},
+        1: {"step": 0.05, "wait": 0, "work": 0.05},
+    }
+    assert not verdicts.job_waits_for_straggler(alone, 1)
+
+
+def test_checksums_name_the_rank_with_other_data_or_other_weights():
+    healthy = culprits.compare_ranks(SMALL, 2, every=2, steps=20)
+    assert culprits.first_disagreement(healthy) is None
+    forgot = culprits.compare_ranks(SMALL, 4, every=2, steps=20, forget_epoch_rank=2)
+    found = culprits.first_disagreement(forgot)
+    assert found["kind"] == "data" and found["rank"] == 2 and found["step"] > 8
+    drifted = culprits.compare_ranks(SMALL, 4, every=2, steps=12, drift=(0, 5))
+    assert culprits.first_disagreement(drifted) == {"step": 6, "kind": "parameters", "rank": 0}
+
+
+def test_the_culprit_verdict_fails_on_the_wrong_rank_or_a_healthy_run():
+    found = {"step": 6, "kind": "parameters", "rank": 0}
+    assert verdicts.culprit_found(found, "parameters", 0)
+    assert not verdicts.culprit_found(found, "parameters", 1)
+    assert not verdicts.culprit_found(None, "data", 1)
+    assert not verdicts.culprit_found(found, None, None)

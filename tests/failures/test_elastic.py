@@ -1,0 +1,50 @@
+"""torchrun's agents restart a group that lost a rank, it resumes from its checkpoint, and
+nothing is left running."""
+
+from __future__ import annotations
+
+from course_utils.failures import elastic, verdicts
+from course_utils.failures.resume import RunConfig
+from course_utils.ranks.local_nodes import torchrun_command
+
+SMALL = RunConfig(steps=12, every=4, hidden=16, train_samples=256, kill_rank=1, kill_at=6)
+
+
+def test_the_agents_restart_the_group_and_it_ends_like_an_uninterrupted_run():
+    out = elastic.elastic_restart(SMALL, nodes=2, max_restarts=1, timeout=90)
+    assert [r["start"] for r in out["ranks"]] == [4, 4]
+    assert {r["digest"] for r in out["ranks"]} == {out["twin_digest"]}
+    assert any("exitcode: -9" in line for line in out["agent"])
+    assert 0 < out["kill_to_resume_seconds"] < 30  # the issue's target, on 2 cores
+    assert verdicts.elastic_recovered(out["ranks"], out["twin_digest"], 4)
+    assert verdicts.agent_restarted(out["agent"], nodes=2)
+
+
+def test_the_elastic_verdicts_fail_without_a_restart():
+    ranks = [{"digest": "a", "start": 4}, {"digest": "a", "start": 0}]
+    assert not verdicts.elastic_recovered(ranks, "a", 4)
+    assert not verdicts.elastic_recovered([], "a", 4)
+    killed = "[node 1] failed (exitcode: -9) local_rank: 0"
+    alone = "[node 1] Worker group FAILED. 1/1 attempts left; will restart worker group"
+    assert not verdicts.agent_restarted(["[node 0] worker group successfully finished."], 2)
+    assert not verdicts.agent_restarted([killed, alone], nodes=2)
+    peer = "[node 0] Detected 1 new nodes from group_rank=0; will restart worker group"
+    assert verdicts.agent_restarted([killed, alone, peer], nodes=2)
+
+
+def test_max_restarts_asks_torchrun_for_restarts_through_c10d():
+    plain = torchrun_command("m:f", nnodes=2, nproc_per_node=1, node_rank=0, master_addr="h")
+    assert not any("restart" in a or "rdzv" in a for a in plain)
+    cmd = torchrun_command(
+        "m:f", nnodes=2, nproc_per_node=1, node_rank=0, master_addr="h", max_restarts=2
+    )
+    assert "--max-restarts=2" in cmd and "--rdzv-backend=c10d" in cmd
+    assert "--rdzv-endpoint=h:29500" in cmd
+    assert cmd.index("--max-restarts=2") < cmd.index("-m", 3)
+
+
+def test_agent_lines_lose_their_header():
+    header = "[node 1] E1122 21:58:54.243000 18831 torch/distributed/elastic/x.py:1]"
+    line = f"{header} failed (exitcode: -9)"
+    assert elastic._about_restart(line)
+    assert elastic._short(line) == "[node 1] failed (exitcode: -9)"
