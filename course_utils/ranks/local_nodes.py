@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -37,6 +38,7 @@ def torchrun_command(
     module: str = "course_utils.ranks.torchrun",
     module_args: list[str] | None = None,
     max_restarts: int = 0,
+    log_dir: str | None = None,
 ) -> list[str]:
     """The command to run on node `node_rank` (all nodes use the same master address and port).
 
@@ -58,6 +60,7 @@ def torchrun_command(
         f"--master-addr={master_addr}",
         f"--master-port={master_port}",
         *(_restartable(master_addr, master_port, max_restarts) if max_restarts else []),
+        *([f"--log-dir={log_dir}"] if log_dir else []),
         "-m", module, *module_args,
     ]  # fmt: skip
 
@@ -95,9 +98,8 @@ def run_local_nodes(
     port = free_port()
     env = {**os.environ, "GLOO_SOCKET_IFNAME": os.environ.get("GLOO_SOCKET_IFNAME", _lo())}
     env[THREADS_VAR] = str(threads_per_rank(nnodes * nproc_per_node))  # all "nodes" share cores
-    logs = [
-        Path(tempfile.mkstemp(prefix=f"course-node{n}-", suffix=".log")[1]) for n in range(nnodes)
-    ]
+    workdir = Path(tempfile.mkdtemp(prefix="course-nodes-"))  # our logs and the agents'
+    logs = [workdir / f"node{n}.log" for n in range(nnodes)]
     agents = []
     own_exit: dict[int, int] = {}  # exit codes of agents that ended by themselves
     failed: list[int] = []  # the nodes seen failing first
@@ -107,6 +109,7 @@ def run_local_nodes(
                 target, nnodes=nnodes, nproc_per_node=nproc_per_node, node_rank=n,
                 master_addr="127.0.0.1", master_port=port, backend=backend, python=sys.executable,
                 module=module, module_args=module_args, max_restarts=max_restarts,
+                log_dir=str(workdir / "torchelastic"),
             )  # fmt: skip
             with open(logs[n], "wb") as log:
                 agents.append(
@@ -128,9 +131,8 @@ def run_local_nodes(
     finally:
         own_exit = {n: a.poll() for n, a in enumerate(agents) if a.poll() is not None}
         processes.stop(*agents, wait=10)
-        texts = [log.read_text(errors="replace") for log in logs]
-        for log in logs:
-            log.unlink(missing_ok=True)
+        texts = [log.read_text(errors="replace") if log.exists() else "" for log in logs]
+        shutil.rmtree(workdir, ignore_errors=True)
         failed = failed or sorted(n for n, code in own_exit.items() if code != 0)
         failed = failed or [n for n, a in enumerate(agents) if a.returncode != 0]
         if echo or failed or len(agents) < nnodes:  # a failure always shows its logs

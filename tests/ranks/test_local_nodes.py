@@ -100,3 +100,12 @@ def test_worker_outside_torchrun_says_how_to_run_it():
 def test_bad_targets_are_refused(target):
     with pytest.raises(SystemExit):
         load_target(target)
+
+
+def test_the_agents_leave_no_log_folder_behind(tmp_path, monkeypatch):
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # our folders
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # and the agents' own
+    assert run_local_nodes("course_utils.ranks.examples:sum_of_ranks", nnodes=2, echo=False)
+    assert list(tmp_path.iterdir()) == []
