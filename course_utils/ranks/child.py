@@ -69,6 +69,7 @@ def rank_main(spec: RankSpec, r: int, result_conn, out_conn, err_conn) -> None:
         rank_setup.init_process_group(
             spec.backend, spec.timeout, spec.init_method, rank=r, world_size=spec.world_size
         )
+        result_conn.send_bytes(pickle.dumps(("joined", None)))
         value = fn(*args, **kwargs)
         message = ("ok", _dumps_result(_to_cpu(value)))
     except BaseException as exc:  # noqa: BLE001 - everything must reach the parent
@@ -80,11 +81,23 @@ def rank_main(spec: RankSpec, r: int, result_conn, out_conn, err_conn) -> None:
         # Stay until the parent stops us: exiting now would make every peer fail with a
         # "connection closed" of its own, burying this rank's real error in their noise.
         time.sleep(spec.timeout + 60)
-    elif dist.is_initialized():
-        dist.destroy_process_group()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    _wait_for_every_rank_to_join(result_conn)
+    rank_setup.leave(0)
+
+
+def _wait_for_every_rank_to_join(conn) -> None:
+    """Leave only once the parent says every rank has joined the group.
+
+    gloo's ranks connect to each other in `init_process_group`; one that finishes its
+    function and closes its sockets while a peer is still connecting makes that peer fail
+    with "connectFullMesh failed ... Connection closed by peer" (3 launches in 150 of a
+    function that calls no collective failed so). The parent answers once it has heard
+    "joined" from every rank; if it goes away instead, there is nobody left to wait for.
+    """
+    try:
+        conn.recv_bytes()
+    except (EOFError, OSError):
+        pass
 
 
 def _dumps_result(value) -> bytes:
@@ -108,7 +121,10 @@ def _to_cpu(value):
 
 
 def _describe_exception(exc: BaseException) -> dict:
-    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
+        tb = tb.tb_next  # the learner's frames, not the launcher's
+    text = "".join(traceback.format_exception(type(exc), exc, tb))
     try:
         original = cloudpickle.dumps(exc)
         pickle.loads(original)

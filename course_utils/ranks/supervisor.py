@@ -31,7 +31,7 @@ class RankFailure:
 
     rank: int
     when: float
-    kind: str  # "raised" | "died"
+    kind: str  # "raised" | "died" | "unreadable" (a result that cannot be unpickled here)
     exc_type: str = ""
     message: str = ""
     traceback: str = ""
@@ -49,6 +49,8 @@ class RankHandle:
     streams: dict = field(default_factory=dict)  # fd -> [target stream, pending bytes]
     done: bool = False
     result: object = None
+    joined: bool = False
+    released: bool = False
 
 
 def supervise(ranks: list[RankHandle], spec) -> list:
@@ -65,12 +67,14 @@ def supervise(ranks: list[RankHandle], spec) -> list:
             diagnosis.raise_timeout(captured, [rk.rank for rk in ranks], spec)
         limit = min(deadline, decide_at or deadline) - now
         _pump(ranks, failures, timeout=max(0.0, limit))
+        _release_once_all_joined(ranks)
         if failures and decide_at is None and not spec.allow_failures:
             decide_at = time.monotonic() + _GRACE
     if failures and (not spec.allow_failures or len(failures) == len(ranks)):
         stop_all(ranks)
         _drain(ranks, until=time.monotonic() + 0.5)
         diagnosis.raise_failure(failures, spec)
+    _release_once_all_joined(ranks)
     _drain(ranks, until=time.monotonic() + 2.0)
     for failure in sorted(failures.values(), key=lambda f: f.rank):
         how = f"raised {failure.exc_type}" if failure.kind == "raised" else failure.message
@@ -100,10 +104,30 @@ def _pump(ranks: list[RankHandle], failures: dict, timeout: float) -> None:
         elif not rk.done and kind == "result":
             _receive(rk, failures)
         elif not rk.done and kind == "exit":
-            if rk.result_conn.poll(0):
+            while not rk.done and _has_message(rk):
                 _receive(rk, failures)
-            else:
+            if not rk.done:
                 _record_death(rk, failures)
+
+
+def _has_message(rk: RankHandle) -> bool:
+    try:
+        return rk.result_conn.poll(0)
+    except (EOFError, OSError):
+        return False
+
+
+def _release_once_all_joined(ranks: list[RankHandle]) -> None:
+    """Let finished ranks leave once every rank has joined the group (see child.py)."""
+    if not all(rk.joined or rk.done for rk in ranks):
+        return
+    for rk in ranks:
+        if not rk.released:
+            rk.released = True
+            try:
+                rk.result_conn.send_bytes(b"go")
+            except OSError:
+                pass  # it is gone already
 
 
 def _receive(rk: RankHandle, failures: dict) -> None:
@@ -112,9 +136,22 @@ def _receive(rk: RankHandle, failures: dict) -> None:
     except (EOFError, OSError):
         _record_death(rk, failures)
         return
+    if status == "joined":
+        rk.joined = True
+        return
     rk.done = True
     if status == "ok":
-        rk.result = cloudpickle.loads(body)
+        try:
+            rk.result = cloudpickle.loads(body)
+        except Exception as exc:
+            failures[rk.rank] = RankFailure(
+                rank=rk.rank,
+                when=time.monotonic(),
+                kind="unreadable",
+                exc_type=type(exc).__name__,
+                message=f"returned a value that cannot be unpickled here ({type(exc).__name__}: "
+                f"{exc}); return plain data: tensors, numbers, lists, dicts",
+            )
         return
     original = None
     if body["original"] is not None:
