@@ -37,9 +37,11 @@ def _rank_and_one() -> int:
 
 def launches(world_size: int, repeats: int, backend: str, start_method: str | None) -> dict:
     """Make `repeats` launches here; their times and failures (the first few messages kept)."""
+    from . import supervisor
     from .launch import launch
 
     seconds, errors = [], []
+    restarts = supervisor.setup_restarts
     for _ in range(repeats):
         start = time.perf_counter()
         try:
@@ -50,7 +52,8 @@ def launches(world_size: int, repeats: int, backend: str, start_method: str | No
             errors.append(f"{type(exc).__name__}: {str(exc).splitlines()[0]}")
             continue
         seconds.append(time.perf_counter() - start)
-    return {"seconds": seconds, "failed": len(errors), "errors": errors[:5]}
+    restarts = supervisor.setup_restarts - restarts
+    return {"seconds": seconds, "failed": len(errors), "errors": errors[:5], "restarts": restarts}
 
 
 def _learners(args) -> dict:
@@ -64,7 +67,7 @@ def _learners(args) -> dict:
         subprocess.Popen([sys.executable, "-c", code, spec], stdout=subprocess.PIPE, text=True)
         for _ in range(args.learners)
     ]
-    merged = {"seconds": [], "failed": 0, "errors": []}
+    merged = {"seconds": [], "failed": 0, "errors": [], "restarts": 0}
     for proc in procs:
         out, _ = proc.communicate()
         if proc.returncode != 0:
@@ -75,6 +78,7 @@ def _learners(args) -> dict:
         merged["seconds"] += part["seconds"]
         merged["failed"] += part["failed"]
         merged["errors"] += part["errors"]
+        merged["restarts"] += part["restarts"]
     return merged
 
 
@@ -94,6 +98,7 @@ def run(args) -> dict:
         "launches": args.repeats * args.learners,
         "failed": measured["failed"],
         "errors": measured["errors"][:5],
+        "restarted_setups": measured["restarts"],
         "seconds_median": round(median, 4),
         "seconds_min": round(min(seconds), 4),
         "seconds_max": round(max(seconds), 4),

@@ -152,7 +152,7 @@ def _unpicklable_part(fn, args, kwargs) -> str:
 
 
 def _start_rank(ctx, spec: RankSpec, r: int) -> RankHandle:
-    result_read, result_write = ctx.Pipe(duplex=False)
+    result_read, result_write = ctx.Pipe()  # duplex: results up, "all joined, go" down
     out_read, out_write = ctx.Pipe(duplex=False)
     err_read, err_write = ctx.Pipe(duplex=False)
     process = ctx.Process(
