@@ -17,12 +17,12 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-import tempfile
 
 import cloudpickle
 
+from ..core.errors import LaunchError
 from . import bootstrap as rank_setup
-from . import processes
+from . import limits, processes
 from .child import RankSpec, rank_main
 from .supervisor import RankFailure, RankHandle, close_streams, stop_all, supervise
 
@@ -56,12 +56,12 @@ def launch(
     share of the cores).
     """
     kwargs = {} if kwargs is None else kwargs
-    _check_arguments(fn, world_size, timeout, args, kwargs)
+    world_size, timeout = _check_arguments(fn, world_size, timeout, args, kwargs)
     backend = rank_setup.resolve_backend(backend, world_size)
     payload = _pickle_payload(fn, args, kwargs)
     ctx = processes.context(start_method)
     method = ctx.get_start_method()
-    workdir = tempfile.mkdtemp(prefix="course-launch-")
+    workdir = limits.rendezvous_folder()
     spec = RankSpec(
         world_size=world_size,
         backend=backend,
@@ -76,15 +76,30 @@ def launch(
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
     ranks: list[RankHandle] = []
-    try:
+    interrupted = False
+
+    def start_ranks(spec: RankSpec) -> None:
         with processes.main_module_hidden(method):
             for r in range(world_size):
-                ranks.append(_start_rank(ctx, spec, r))
-        return supervise(ranks, spec)
+                with processes.interrupts_held():  # no rank forked unrecorded, no hook eats it
+                    ranks.append(_start_rank(ctx, spec, r))
+
+    try:
+        start_ranks(spec)
+        return supervise(ranks, spec, restart=start_ranks)
+    except KeyboardInterrupt:
+        interrupted = True
+    except LaunchError as error:
+        raise error.with_traceback(None) from error.__cause__  # no frames of the launcher
     finally:
-        stop_all(ranks)
-        close_streams(ranks)
-        shutil.rmtree(workdir, ignore_errors=True)
+        with processes.interrupts_held():  # a second interrupt must not cut the cleanup short
+            stop_all(ranks)
+            close_streams(ranks)
+            shutil.rmtree(workdir, ignore_errors=True)
+    if interrupted:
+        raise KeyboardInterrupt(
+            f"launch interrupted: all {world_size} ranks stopped; nothing is left running"
+        ) from None
 
 
 def live_children() -> list[int]:
@@ -114,17 +129,16 @@ def _is_multiprocessing_helper(cmdline: list[str]) -> bool:
 # ---------------------------------------------------------------- before and at the start
 
 
-def _check_arguments(fn, world_size, timeout, args, kwargs) -> None:
+def _check_arguments(fn, world_size, timeout, args, kwargs) -> tuple[int, float]:
     if not callable(fn):
         raise TypeError(f"launch() needs a function to run on every rank, got {fn!r}.")
-    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
-        raise ValueError(f"world_size must be a whole number >= 1, got {world_size!r}.")
-    if not isinstance(timeout, (int, float)) or timeout <= 0:
-        raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}.")
+    world_size = limits.check_world_size(world_size)
+    timeout = limits.check_timeout(timeout)
     if not isinstance(args, (tuple, list)):
         raise TypeError(f"args must be a tuple of positional arguments, got {type(args).__name__}.")
     if not isinstance(kwargs, dict):
         raise TypeError(f"kwargs must be a dict, got {type(kwargs).__name__}.")
+    return world_size, timeout
 
 
 def _pickle_payload(fn, args, kwargs) -> bytes:
