@@ -104,7 +104,8 @@ def _watch(ranks: list[RankHandle], spec, may_retry: bool) -> list:
         stop_all(ranks)
         rank_output.drain(ranks, until=time.monotonic() + 0.5)
         rank_output.show_held(ranks)
-        diagnosis.raise_failure(failures, spec)
+        returned = [rk.rank for rk in ranks if rk.done and rk.rank not in failures]
+        diagnosis.raise_failure(failures, spec, returned)
     _release_once_all_joined(ranks)
     rank_output.drain(ranks, until=time.monotonic() + 2.0)
     for failure in sorted(failures.values(), key=lambda f: f.rank):
