@@ -7,6 +7,7 @@ import json
 import platform
 import sys
 
+from .core.errors import CourseError
 from .course import benchmarks as bench_modules
 
 
@@ -195,7 +196,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     handlers = {
         "doctor": doctor,
         "bench": bench,
@@ -203,7 +205,11 @@ def main(argv: list[str] | None = None) -> int:
         "run": run_notebooks,
         "sweep": sweep_command,
     }
-    return handlers[args.command](args)
+    try:
+        return handlers[args.command](args)
+    except (CourseError, ValueError) as exc:  # said for the learner: one message, no traceback
+        print(f"{parser.prog} {args.command}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":
