@@ -131,7 +131,11 @@ def run_notebooks(args) -> int:
         reports.append(report)
         if not args.json:
             status = "ok" if report.ok else "FAILED"
-            print(f"      {report.seconds:.1f} s, {report.verdicts} verdicts, {status}", flush=True)
+            memory = f", peak {report.peak_pss_mib:.0f} MiB" if report.peak_pss_mib else ""
+            print(
+                f"      {report.seconds:.1f} s, {report.verdicts} verdicts{memory}, {status}",
+                flush=True,
+            )
     if args.write:
         _refresh_course_map(reports, args.profile)
     if args.json:
