@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from dataclasses import replace
 
 import cloudpickle
 
@@ -61,12 +62,11 @@ def launch(
     payload = _pickle_payload(fn, args, kwargs)
     ctx = processes.context(start_method)
     method = ctx.get_start_method()
-    workdir = limits.rendezvous_folder()
     spec = RankSpec(
         world_size=world_size,
         backend=backend,
         timeout=float(timeout),
-        init_method="file://" + os.path.join(workdir, "rendezvous"),
+        init_method="",  # a fresh file, set below
         payload=payload,
         parent_pid=os.getpid(),
         name=getattr(fn, "__name__", type(fn).__name__),
@@ -76,7 +76,7 @@ def launch(
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
     ranks: list[RankHandle] = []
-    interrupted = False
+    interrupted, workdir = False, None
 
     def start_ranks(spec: RankSpec) -> None:
         with processes.main_module_hidden(method):
@@ -85,6 +85,9 @@ def launch(
                     ranks.append(_start_rank(ctx, spec, r))
 
     try:
+        with processes.interrupts_held():  # made and recorded, or not made
+            workdir = limits.rendezvous_folder()
+        spec = replace(spec, init_method="file://" + os.path.join(workdir, "rendezvous"))
         start_ranks(spec)
         return supervise(ranks, spec, restart=start_ranks)
     except KeyboardInterrupt:
@@ -95,7 +98,8 @@ def launch(
         with processes.interrupts_held():  # a second interrupt must not cut the cleanup short
             stop_all(ranks)
             close_streams(ranks)
-            shutil.rmtree(workdir, ignore_errors=True)
+            if workdir:
+                shutil.rmtree(workdir, ignore_errors=True)
     if interrupted:
         raise KeyboardInterrupt(
             f"launch interrupted: all {world_size} ranks stopped; nothing is left running"
