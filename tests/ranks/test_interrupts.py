@@ -102,7 +102,7 @@ def test_an_interrupt_stops_the_launch_at_once_and_leaves_nothing(kernel, cell, 
     reply = _reply(kc, msg_id, timeout=10)
     seconds = time.monotonic() - interrupted
     assert reply["status"] == "error" and reply["ename"] == "KeyboardInterrupt", reply
-    assert seconds < 1.5, f"the interrupt took {seconds:.2f} s to show"
+    assert seconds < 2.0, f"the interrupt took {seconds:.2f} s to show"  # 0.3 s typical
     assert message in reply["evalue"], reply["evalue"]
     assert "nothing" in reply["evalue"] and "left running" in reply["evalue"]
     deadline = time.monotonic() + 5
