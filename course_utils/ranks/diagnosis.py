@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 
-from ..core.errors import LaunchError, LaunchTimeout, RemoteTraceback
+from ..core.errors import LaunchError, LaunchTimeout
 
 _FRAME = re.compile(r'File "(.*)", line (\d+) in (.*)')
 
@@ -37,10 +38,11 @@ def raise_failure(failures: dict, spec, returned: list[int] = ()):
             f"rank {first.rank} of {n} raised {first.exc_type} in worker `{spec.name}`: "
             f"{_one_line(first.message)} (its traceback is shown above).\n{others}"
         )
-        cause = RemoteTraceback(_headed(first.traceback, first.rank))
+        # Printed, not chained as a cause: Jupyter would head a cause with its class name
+        # twice, above a second "Traceback (most recent call last)".
+        print(_headed(first.traceback, first.rank), file=sys.stderr, flush=True)
     else:
         message = f"rank {first.rank} of {n} {first.message} in worker `{spec.name}`.\n{others}"
-        cause = None
     error = LaunchError(
         message.strip(),
         rank=first.rank,
@@ -49,7 +51,7 @@ def raise_failure(failures: dict, spec, returned: list[int] = ()):
         remote_traceback=first.traceback or None,
         original=first.original,
     )
-    raise error from cause
+    raise error from None
 
 
 def _headed(traceback_text: str, rank: int) -> str:

@@ -93,7 +93,7 @@ def launch(
     except KeyboardInterrupt:
         interrupted = True
     except LaunchError as error:
-        raise error.with_traceback(None) from error.__cause__  # no frames of the launcher
+        raise error.with_traceback(None) from None  # no frames of the launcher
     finally:
         with processes.interrupts_held():  # a second interrupt must not cut the cleanup short
             stop_all(ranks)
