@@ -148,7 +148,7 @@ def run(
                     t = pending.pop(0)
                     t.slot, t.start = slot, time.perf_counter() - started
                     gpu = gpus[slot % len(gpus)] if gpus else None
-                    with processes.main_module_hidden(method):
+                    with processes.main_module_hidden(method), processes.interrupts_held():
                         running[slot] = (*_start(ctx, payload, t.params, threads, gpu), t)
             _collect(running, started, timeout)
     finally:
