@@ -124,3 +124,23 @@ def _recv_from_a_rank_that_returned():
 def test_a_peer_that_returned_normally_is_not_called_a_crash():
     with pytest.raises(LaunchError, match="No rank crashed: rank 0 had returned normally"):
         launch(_recv_from_a_rank_that_returned, 2, timeout=20)
+
+
+def test_a_connection_broken_while_the_group_forms_starts_the_ranks_again(monkeypatch, capfd):
+    """No learner's code has run before every rank joined, so the launch starts them again."""
+    from course_utils.ranks import bootstrap, supervisor
+
+    real = bootstrap.init_process_group
+
+    def flaky_join(backend, timeout, init_method, rank=None, world_size=None):
+        if rank == 1 and not init_method.endswith(".1"):  # the first start only
+            print("set-up noise that the learner should not see", flush=True)
+            raise RuntimeError("Gloo connectFullMesh failed with ... Connection closed by peer")
+        return real(backend, timeout, init_method, rank=rank, world_size=world_size)
+
+    monkeypatch.setattr(bootstrap, "init_process_group", flaky_join)  # forked ranks inherit it
+    before = supervisor.setup_restarts
+    assert launch(rank_of, 2, timeout=20) == [0, 1]
+    assert supervisor.setup_restarts == before + 1
+    assert "set-up noise" not in capfd.readouterr().out
+    assert live_children() == []
