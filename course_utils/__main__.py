@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from .core.errors import CourseError
 from .course import benchmarks as bench_modules
 
 
@@ -67,7 +68,11 @@ def run_notebooks(args) -> int:
         reports.append(report)
         if not args.json:
             status = "ok" if report.ok else "FAILED"
-            print(f"      {report.seconds:.1f} s, {report.verdicts} verdicts, {status}", flush=True)
+            memory = f", peak {report.peak_pss_mib:.0f} MiB" if report.peak_pss_mib else ""
+            print(
+                f"      {report.seconds:.1f} s, {report.verdicts} verdicts{memory}, {status}",
+                flush=True,
+            )
     if args.write:
         _refresh_course_map(reports, args.profile)
     if args.json:
@@ -133,7 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     handlers = {
         "doctor": doctor,
         "bench": bench,
@@ -141,7 +147,11 @@ def main(argv: list[str] | None = None) -> int:
         "run": run_notebooks,
         "sweep": sweep_command,
     }
-    return handlers[args.command](args)
+    try:
+        return handlers[args.command](args)
+    except (CourseError, ValueError) as exc:  # said for the learner: one message, no traceback
+        print(f"{parser.prog} {args.command}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-import pickle
-import tarfile
+import shutil
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,14 +27,11 @@ from torch.utils.data import (
     random_split,
 )
 
-from .errors import DataError
+from . import cifar
 
 DATA_DIR = Path(os.environ.get("COURSE_DATA", Path(__file__).resolve().parents[2] / "data"))
-CIFAR_FOLDER = "cifar-10-batches-py"
-CIFAR_ARCHIVE = "cifar-10-python.tar.gz"
-CIFAR_URL = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
-CIFAR_MEAN = (0.4914, 0.4822, 0.4465)
-CIFAR_STD = (0.2470, 0.2435, 0.2616)
+CIFAR_FOLDER, CIFAR_ARCHIVE, CIFAR_URL = cifar.FOLDER, cifar.ARCHIVE, cifar.URL
+cifar10_checksums = cifar.checksums
 
 
 @dataclass
@@ -66,7 +62,7 @@ def mnist1d(num_samples: int = 10_000, seed: int = 42, root: str | Path | None =
     if num_samples < 10 or num_samples % 10:
         raise ValueError(f"num_samples must be a positive multiple of 10, got {num_samples}.")
     path = Path(root or DATA_DIR) / f"mnist1d_n{num_samples}_seed{seed}.npz"
-    arrays = _load_cached(path)
+    arrays = _load_cached(path, num_samples)
     if arrays is None:
         arrays = _generate_mnist1d(num_samples, seed)
         _save_cached(path, arrays)
@@ -102,16 +98,29 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _load_cached(path: Path) -> dict[str, np.ndarray] | None:
-    """The cached arrays, or None when absent or damaged (then it is regenerated)."""
+def _load_cached(path: Path, num_samples: int | None = None) -> dict[str, np.ndarray] | None:
+    """The cached arrays, or None when absent or damaged (then it is regenerated).
+
+    A checksum only shows the file is the one written; a cache of another size (copied
+    over, or written by an older version under this name) is caught by its shapes.
+    """
     sums = _checksum_path(path)
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         return None
     try:
-        if not sums.exists() or sums.read_text().strip() != _sha256(path):
+        if path.is_dir():
+            shutil.rmtree(path)
+            raise ValueError("a folder was in its place")
+        if not sums.is_file() or sums.read_text().strip() != _sha256(path):
             raise ValueError("checksum mismatch")
         with np.load(path) as npz:
-            return {k: npz[k] for k in ("x", "y", "x_test", "y_test")}
+            arrays = {k: npz[k] for k in ("x", "y", "x_test", "y_test")}
+        n_train, n_test = len(arrays["x"]), len(arrays["x_test"])
+        if (len(arrays["y"]), len(arrays["y_test"])) != (n_train, n_test) or (
+            num_samples is not None and n_train + n_test != num_samples
+        ):
+            raise ValueError(f"it holds {n_train} + {n_test} samples, not {num_samples}")
+        return arrays
     except Exception as exc:  # a truncated or edited cache file
         warnings.warn(f"{path.name} is damaged ({exc}); regenerating it.", stacklevel=3)
         return None
@@ -120,42 +129,23 @@ def _load_cached(path: Path) -> dict[str, np.ndarray] | None:
 def _save_cached(path: Path, arrays: dict[str, np.ndarray]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp.npz")  # parallel writers never collide
-    np.savez(tmp, **arrays)
-    digest = _sha256(tmp)
     sums_tmp = _checksum_path(tmp)
-    sums_tmp.write_text(digest + "\n")
-    tmp.replace(path)
-    sums_tmp.replace(_checksum_path(path))
+    try:
+        np.savez(tmp, **arrays)
+        sums_tmp.write_text(_sha256(tmp) + "\n")
+        tmp.replace(path)
+        sums_tmp.replace(_checksum_path(path))
+    finally:
+        tmp.unlink(missing_ok=True)
+        sums_tmp.unlink(missing_ok=True)
 
 
 # ---------------------------------------------------------------- CIFAR-10
 
 
-def cifar10_checksums() -> dict[str, str]:
-    """Published MD5 of every CIFAR-10 batch file, as torchvision records them."""
-    from torchvision.datasets import CIFAR10
-
-    return dict(CIFAR10.train_list + CIFAR10.test_list)
-
-
 def cifar10_status(root: str | Path | None = None, checksums: dict[str, str] | None = None) -> str:
     """'ok', 'missing', or 'corrupt: <files>' for the CIFAR-10 copy under `root`."""
-    folder = Path(root or DATA_DIR) / CIFAR_FOLDER
-    checksums = checksums or cifar10_checksums()
-    if not folder.exists():
-        return "missing"
-    bad = [name for name, md5 in checksums.items() if _md5(folder / name) != md5]
-    return "ok" if not bad else "corrupt: " + ", ".join(bad)
-
-
-def _md5(path: Path) -> str | None:
-    if not path.exists():
-        return None
-    digest = hashlib.md5()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    return cifar.status(Path(root or DATA_DIR), checksums)
 
 
 def cifar10(
@@ -167,62 +157,8 @@ def cifar10(
 
     Nothing is downloaded unless `download=True` (or `python -m course_utils data cifar10`).
     """
-    root = Path(root or DATA_DIR)
-    status = cifar10_status(root, checksums)
-    if status != "ok" and download:
-        _download_cifar10(root)
-        status = cifar10_status(root, checksums)
-    if status == "missing":
-        raise DataError(
-            f"CIFAR-10 is not in {root / CIFAR_FOLDER}. Download it with "
-            "`python -m course_utils data cifar10` (needs the internet, 163 MB), or copy "
-            f"{CIFAR_ARCHIVE} from {CIFAR_URL} into {root} and run that command offline."
-        )
-    if status != "ok":
-        raise DataError(
-            f"CIFAR-10 in {root / CIFAR_FOLDER} is damaged ({status}). Delete that folder and "
-            "run `python -m course_utils data cifar10` to fetch it again."
-        )
-    folder = root / CIFAR_FOLDER
-    train = _cifar_batches(folder, [f"data_batch_{i}" for i in range(1, 6)])
-    test = _cifar_batches(folder, ["test_batch"])
+    train, test = cifar.load(Path(root or DATA_DIR), download, checksums)
     return Data("cifar10", train, test, num_classes=10, input_shape=(3, 32, 32))
-
-
-def _download_cifar10(root: Path) -> None:
-    """Fetch through torchvision, or unpack an archive the learner copied into `root`."""
-    root.mkdir(parents=True, exist_ok=True)
-    archive = root / CIFAR_ARCHIVE
-    if archive.exists():
-        with tarfile.open(archive) as tar:
-            try:
-                tar.extractall(root, filter="data")
-            except TypeError:  # Python without extraction filters
-                tar.extractall(root)
-        return
-    from torchvision.datasets import CIFAR10
-
-    try:
-        CIFAR10(str(root), train=True, download=True)
-    except Exception as exc:  # URLError, socket errors, HTTP errors
-        raise DataError(
-            f"could not download CIFAR-10 ({type(exc).__name__}: {exc}). Without a network, "
-            f"copy {CIFAR_ARCHIVE} from {CIFAR_URL} into {root} and run "
-            "`python -m course_utils data cifar10` again."
-        ) from exc
-
-
-def _cifar_batches(folder: Path, names: list[str]) -> TensorDataset:
-    xs, ys = [], []
-    for name in names:
-        with open(folder / name, "rb") as f:
-            batch = pickle.load(f, encoding="latin1")
-        xs.append(np.asarray(batch["data"], dtype=np.uint8).reshape(-1, 3, 32, 32))
-        ys.append(np.asarray(batch["labels"], dtype=np.int64))
-    x = torch.from_numpy(np.concatenate(xs)).float().div_(255)
-    mean = torch.tensor(CIFAR_MEAN).view(1, 3, 1, 1)
-    std = torch.tensor(CIFAR_STD).view(1, 3, 1, 1)
-    return TensorDataset((x - mean) / std, torch.from_numpy(np.concatenate(ys)))
 
 
 # ---------------------------------------------------------------- loading by profile

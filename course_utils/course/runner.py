@@ -17,6 +17,7 @@ import nbformat
 
 from ..core.checks import FAIL, NOT_SOLVED, PASS
 from .course_map import save_key_chart
+from .memory import PeakMemory
 
 CELL_TIMEOUT = 600
 
@@ -29,6 +30,7 @@ class Report:
     failed_verdicts: list[str] = field(default_factory=list)
     error: str | None = None
     unstable_cells: list[str] = field(default_factory=list)  # with compare=True
+    peak_pss_mib: float | None = None  # the kernel and its ranks at their largest
 
     @property
     def ok(self) -> bool:
@@ -78,14 +80,15 @@ def execute(
     )
     start = time.perf_counter()
     error = None
-    with _profile_env(profile):
+    with _profile_env(profile), PeakMemory(lambda: _kernel_pid(client)) as peak:
         try:
             client.execute()
         except CellExecutionError as exc:
             error = _first_line_of_error(exc)
         except Exception as exc:  # a dead kernel, a timeout
             error = f"{type(exc).__name__}: {exc}"
-    report = Report(notebook=path.name, seconds=round(time.perf_counter() - start, 1), error=error)
+    seconds = round(time.perf_counter() - start, 1)
+    report = Report(notebook=path.name, seconds=seconds, error=error, peak_pss_mib=peak.mib)
     for index, cell in enumerate(nb.cells):
         for line in _stream_lines(cell):
             if line.startswith((PASS, FAIL)):
@@ -102,6 +105,12 @@ def execute(
         store(nb, path)
         save_key_chart(nb, path)
     return report
+
+
+def _kernel_pid(client) -> int | None:
+    """The pid of the client's kernel once it has started (None before)."""
+    process = getattr(getattr(getattr(client, "km", None), "provisioner", None), "process", None)
+    return getattr(process, "pid", None)
 
 
 def _coalesced(outputs: list) -> list:

@@ -63,16 +63,19 @@ def rank_main(spec: RankSpec, r: int, result_conn, out_conn, err_conn) -> None:
         lo = rank_setup.loopback_interface()
         if lo:
             os.environ["GLOO_SOCKET_IFNAME"] = lo
+    joined = False
     try:  # choosing the GPU is inside: a CUDA failure here is this rank's error, named
         rank_setup.prepare(spec.backend, r, spec.threads)
         fn, args, kwargs = cloudpickle.loads(spec.payload)
         rank_setup.init_process_group(
             spec.backend, spec.timeout, spec.init_method, rank=r, world_size=spec.world_size
         )
+        joined = True
+        _wait_for_every_rank_to_join(result_conn)
         value = fn(*args, **kwargs)
         message = ("ok", _dumps_result(_to_cpu(value)))
     except BaseException as exc:  # noqa: BLE001 - everything must reach the parent
-        message = ("error", _describe_exception(exc))
+        message = ("error", {**_describe_exception(exc), "in_setup": not joined})
     sys.stdout.flush()
     sys.stderr.flush()
     result_conn.send_bytes(pickle.dumps(message))
@@ -80,11 +83,24 @@ def rank_main(spec: RankSpec, r: int, result_conn, out_conn, err_conn) -> None:
         # Stay until the parent stops us: exiting now would make every peer fail with a
         # "connection closed" of its own, burying this rank's real error in their noise.
         time.sleep(spec.timeout + 60)
-    elif dist.is_initialized():
-        dist.destroy_process_group()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    rank_setup.leave(0)
+
+
+def _wait_for_every_rank_to_join(conn) -> None:
+    """Tell the parent this rank joined the group; start the function once every rank has.
+
+    gloo's ranks connect to each other in `init_process_group`. A rank that ran ahead,
+    finished and closed its sockets while a peer was still connecting made that peer fail
+    with "connectFullMesh failed ... Connection closed by peer" (7 of 300 launches of a
+    function that calls no collective). Holding every rank here until all have joined
+    also means that a failure to connect happens before any of the learner's code runs,
+    so the parent can start the ranks again instead of failing the launch.
+    """
+    conn.send_bytes(pickle.dumps(("joined", None)))
+    try:
+        conn.recv_bytes()
+    except (EOFError, OSError):
+        os._exit(1)  # the parent is gone: nobody is left to run for
 
 
 def _dumps_result(value) -> bytes:
@@ -108,7 +124,10 @@ def _to_cpu(value):
 
 
 def _describe_exception(exc: BaseException) -> dict:
-    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
+        tb = tb.tb_next  # the learner's frames, not the launcher's
+    text = "".join(traceback.format_exception(type(exc), exc, tb))
     try:
         original = cloudpickle.dumps(exc)
         pickle.loads(original)

@@ -10,27 +10,39 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 
-from ..core.errors import LaunchError, LaunchTimeout, RemoteTraceback
+from ..core.errors import LaunchError, LaunchTimeout
 
 _FRAME = re.compile(r'File "(.*)", line (\d+) in (.*)')
 
 
-def raise_failure(failures: dict, spec):
-    """Raise the `LaunchError` for the rank that failed first in time, not a peer's echo of it."""
+def raise_failure(failures: dict, spec, returned: list[int] = ()):
+    """Raise the `LaunchError` for the rank that failed first in time, not a peer's echo of it.
+
+    `returned` are the ranks whose function had returned normally: a peer's "connection
+    closed" after that is no crash, but a message that rank never sent.
+    """
     primary = [f for f in failures.values() if not f.secondary] or list(failures.values())
     first = min(primary, key=lambda f: (f.when, f.rank))
     n = spec.world_size
     others = "The other ranks were stopped; nothing is left running." if n > 1 else ""
+    if first.kind == "raised" and first.secondary and returned:
+        others = (
+            f"No rank crashed: {numbered(sorted(returned))} had returned normally, so rank "
+            f"{first.rank} waited for a message that was never sent (check that every recv has "
+            f"a matching send). {others}"
+        )
     if first.kind == "raised":
         message = (
             f"rank {first.rank} of {n} raised {first.exc_type} in worker `{spec.name}`: "
             f"{_one_line(first.message)} (its traceback is shown above).\n{others}"
         )
-        cause = RemoteTraceback(f"Traceback of rank {first.rank}:\n{first.traceback}")
+        # Printed, not chained as a cause: Jupyter would head a cause with its class name
+        # twice, above a second "Traceback (most recent call last)".
+        print(_headed(first.traceback, first.rank), file=sys.stderr, flush=True)
     else:
         message = f"rank {first.rank} of {n} {first.message} in worker `{spec.name}`.\n{others}"
-        cause = None
     error = LaunchError(
         message.strip(),
         rank=first.rank,
@@ -39,7 +51,15 @@ def raise_failure(failures: dict, spec):
         remote_traceback=first.traceback or None,
         original=first.original,
     )
-    raise error from cause
+    raise error from None
+
+
+def _headed(traceback_text: str, rank: int) -> str:
+    """The rank's traceback under one header that names the rank."""
+    plain = "Traceback (most recent call last):"
+    if traceback_text.startswith(plain):
+        return f"Traceback of rank {rank} (most recent call last):" + traceback_text[len(plain) :]
+    return f"Traceback of rank {rank}:\n{traceback_text}"
 
 
 def _one_line(text: str, limit: int = 200) -> str:

@@ -17,12 +17,13 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-import tempfile
+from dataclasses import replace
 
 import cloudpickle
 
+from ..core.errors import LaunchError
 from . import bootstrap as rank_setup
-from . import processes
+from . import limits, processes
 from .child import RankSpec, rank_main
 from .supervisor import RankFailure, RankHandle, close_streams, stop_all, supervise
 
@@ -58,17 +59,16 @@ def launch(
     """
     kwargs = {} if kwargs is None else kwargs
     timeout = default_timeout() if timeout is None else timeout
-    _check_arguments(fn, world_size, timeout, args, kwargs)
+    world_size, timeout = _check_arguments(fn, world_size, timeout, args, kwargs)
     backend = rank_setup.resolve_backend(backend, world_size)
     payload = _pickle_payload(fn, args, kwargs)
     ctx = processes.context(start_method, backend)
     method = ctx.get_start_method()
-    workdir = tempfile.mkdtemp(prefix="course-launch-")
     spec = RankSpec(
         world_size=world_size,
         backend=backend,
         timeout=float(timeout),
-        init_method="file://" + os.path.join(workdir, "rendezvous"),
+        init_method="",  # a fresh file, set below
         payload=payload,
         parent_pid=os.getpid(),
         name=getattr(fn, "__name__", type(fn).__name__),
@@ -78,15 +78,34 @@ def launch(
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
     ranks: list[RankHandle] = []
-    try:
+    interrupted, workdir = False, None
+
+    def start_ranks(spec: RankSpec) -> None:
         with processes.main_module_hidden(method):
             for r in range(world_size):
-                ranks.append(_start_rank(ctx, spec, r))
-        return supervise(ranks, spec)
+                with processes.interrupts_held():  # no rank forked unrecorded, no hook eats it
+                    ranks.append(_start_rank(ctx, spec, r))
+
+    try:
+        with processes.interrupts_held():  # made and recorded, or not made
+            workdir = limits.rendezvous_folder()
+        spec = replace(spec, init_method="file://" + os.path.join(workdir, "rendezvous"))
+        start_ranks(spec)
+        return supervise(ranks, spec, restart=start_ranks)
+    except KeyboardInterrupt:
+        interrupted = True
+    except LaunchError as error:
+        raise error.with_traceback(None) from None  # no frames of the launcher
     finally:
-        stop_all(ranks)
-        close_streams(ranks)
-        shutil.rmtree(workdir, ignore_errors=True)
+        with processes.interrupts_held():  # a second interrupt must not cut the cleanup short
+            stop_all(ranks)
+            close_streams(ranks)
+            if workdir:
+                shutil.rmtree(workdir, ignore_errors=True)
+    if interrupted:
+        raise KeyboardInterrupt(
+            f"launch interrupted: all {world_size} ranks stopped; nothing is left running"
+        ) from None
 
 
 def default_timeout() -> float:
@@ -127,17 +146,16 @@ def _is_multiprocessing_helper(cmdline: list[str]) -> bool:
 # ---------------------------------------------------------------- before and at the start
 
 
-def _check_arguments(fn, world_size, timeout, args, kwargs) -> None:
+def _check_arguments(fn, world_size, timeout, args, kwargs) -> tuple[int, float]:
     if not callable(fn):
         raise TypeError(f"launch() needs a function to run on every rank, got {fn!r}.")
-    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
-        raise ValueError(f"world_size must be a whole number >= 1, got {world_size!r}.")
-    if not isinstance(timeout, (int, float)) or timeout <= 0:
-        raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}.")
+    world_size = limits.check_world_size(world_size)
+    timeout = limits.check_timeout(timeout)
     if not isinstance(args, (tuple, list)):
         raise TypeError(f"args must be a tuple of positional arguments, got {type(args).__name__}.")
     if not isinstance(kwargs, dict):
         raise TypeError(f"kwargs must be a dict, got {type(kwargs).__name__}.")
+    return world_size, timeout
 
 
 def _pickle_payload(fn, args, kwargs) -> bytes:
@@ -165,7 +183,7 @@ def _unpicklable_part(fn, args, kwargs) -> str:
 
 
 def _start_rank(ctx, spec: RankSpec, r: int) -> RankHandle:
-    result_read, result_write = ctx.Pipe(duplex=False)
+    result_read, result_write = ctx.Pipe()  # duplex: results up, "all joined, go" down
     out_read, out_write = ctx.Pipe(duplex=False)
     err_read, err_write = ctx.Pipe(duplex=False)
     process = ctx.Process(

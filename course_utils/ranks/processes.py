@@ -16,6 +16,8 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 
 import torch
 
@@ -47,22 +49,72 @@ def context(start_method: str | None = None, backend: str = "gloo"):
     return mp.get_context(method)
 
 
-_warmed_up = False
+_warm_up: threading.Thread | None = None
+_warmed_up = threading.Event()
 
 
 def warm_up_imports() -> None:
-    """Run one tiny SGD step here, once, for what it imports (torch._dynamo, sympy: ~1-3 s).
+    """Run one tiny SGD step, once, for what it imports (torch._dynamo, sympy: ~1-3 s).
 
     Forked children inherit this process's modules; without it every rank of every launch,
     and every trial of a sweep, would import them again, on cores it shares with the
-    others, and a trial would count that second as its training time.
+    others, and a trial would count that second as its training time. The step runs in a
+    thread that an interrupt cannot reach: an interrupt landing in the middle of an import
+    would leave sympy or torch._dynamo half-initialised, and every later launch in that
+    kernel would fail. The interrupt still stops the wait here at once; the imports finish
+    behind it, and the next launch waits for them (a fork before that would copy their
+    import locks held, and the children would hang on them). The wait polls an event:
+    Python 3.11's `Thread.join`, once interrupted, reports the thread finished while it runs.
     """
-    global _warmed_up
-    if not _warmed_up:
+    global _warm_up
+    if _warm_up is None:
+        _warm_up = threading.Thread(target=_one_sgd_step, name="course-warm-up", daemon=True)
+        _warm_up.start()
+    try:
+        while not _warmed_up.is_set():
+            time.sleep(0.02)
+    except KeyboardInterrupt:
+        raise KeyboardInterrupt(
+            "interrupted while torch finished its first imports: nothing was started; "
+            "nothing is left running"
+        ) from None
+
+
+def _one_sgd_step() -> None:
+    try:
         layer = torch.nn.Linear(2, 2)
         layer(torch.zeros(1, 2)).sum().backward()
         torch.optim.SGD(layer.parameters(), lr=0.1).step()
-        _warmed_up = True
+    finally:
+        _warmed_up.set()
+
+
+@contextlib.contextmanager
+def interrupts_held():
+    """Hold an interrupt (SIGINT) that arrives inside the block, and raise it right after.
+
+    Forking runs `os.register_at_fork` hooks (logging's among them); a KeyboardInterrupt
+    raised inside one is printed as "Exception ignored" and lost, and one that lands
+    between the fork and the parent's note of the child's pid leaks that child. Stopping
+    children must not be cut short either. Only the main thread can hold signals; elsewhere
+    the block runs as it is.
+    """
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is None  # set outside Python: cannot be restored
+    ):
+        yield
+        return
+    held: list = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: held.append(frame))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if held and callable(previous):
+            previous(signal.SIGINT, held[0])  # Python's default handler raises KeyboardInterrupt
+        elif held and previous != signal.SIG_IGN:
+            raise KeyboardInterrupt
 
 
 @contextlib.contextmanager
@@ -98,9 +150,9 @@ def child_setup(
     always through the process's own descriptors 1 and 2: a notebook's streams wait on the
     kernel's I/O thread, which a forked child lacks, so a print there would hang forever.
     """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     os.setpgid(0, 0)
     rank_setup.tie_to_parent(parent_pid)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if stdout is not None:
         os.dup2(stdout, 1)
     if stderr is not None:

@@ -9,20 +9,19 @@ the timeout stops every rank; `diagnosis` then says what happened.
 from __future__ import annotations
 
 import multiprocessing as mp
-import os
 import pickle
-import signal
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from multiprocessing.connection import wait
 
 import cloudpickle
 
-from . import diagnosis, processes
+from . import diagnosis, processes, rank_output
 
 _GRACE = 0.3  # seconds to collect simultaneous failures before deciding which came first
-_DUMP_WAIT = 1.0  # seconds for hung ranks to print where they are stuck
+SETUP_ATTEMPTS = 3  # starts of the ranks when peers fail to connect while the group forms
+setup_restarts = 0  # how many times, in this process, ranks were started again (for bench)
 
 
 @dataclass
@@ -31,12 +30,13 @@ class RankFailure:
 
     rank: int
     when: float
-    kind: str  # "raised" | "died"
+    kind: str  # "raised" | "died" | "unreadable" (a result that cannot be unpickled here)
     exc_type: str = ""
     message: str = ""
     traceback: str = ""
     original: BaseException | None = None
     secondary: bool = False
+    in_setup: bool = False  # raised while joining the group, before `fn` ran
 
 
 @dataclass
@@ -49,9 +49,38 @@ class RankHandle:
     streams: dict = field(default_factory=dict)  # fd -> [target stream, pending bytes]
     done: bool = False
     result: object = None
+    joined: bool = False
+    released: bool = False
+    held: list = field(default_factory=list)  # (stream, line) printed before release
 
 
-def supervise(ranks: list[RankHandle], spec) -> list:
+class _SetupRace(Exception):
+    """A rank failed to connect to its peers while joining the group, before any ran `fn`."""
+
+
+def supervise(ranks: list[RankHandle], spec, restart=None) -> list:
+    """Watch the ranks to the end; `restart(spec)` starts them again after a failed join.
+
+    About one launch in 60 on a loaded 2-core machine, a gloo rank's connection to a
+    peer was closed while the group was forming, though no rank had failed. No learner's
+    code has run by then (ranks start it together, once all have joined), so the ranks
+    are started again through a fresh rendezvous file, up to `SETUP_ATTEMPTS` times.
+    """
+    for attempt in range(1, SETUP_ATTEMPTS + 1):
+        try:
+            return _watch(ranks, spec, may_retry=restart is not None and attempt < SETUP_ATTEMPTS)
+        except _SetupRace:
+            global setup_restarts
+            setup_restarts += 1
+            stop_all(ranks)
+            close_streams(ranks)
+            ranks.clear()
+            spec = replace(spec, init_method=f"{spec.init_method}.{attempt}")
+            restart(spec)
+    raise AssertionError("unreachable")
+
+
+def _watch(ranks: list[RankHandle], spec, may_retry: bool) -> list:
     deadline = time.monotonic() + spec.timeout
     failures: dict[int, RankFailure] = {}
     decide_at = None
@@ -60,18 +89,25 @@ def supervise(ranks: list[RankHandle], spec) -> list:
         if decide_at is not None and now >= decide_at:
             break
         if now >= deadline:
-            captured = _stack_dumps(ranks)
+            captured = rank_output.stack_dumps(ranks)
             stop_all(ranks)
+            rank_output.show_held(ranks)
             diagnosis.raise_timeout(captured, [rk.rank for rk in ranks], spec)
         limit = min(deadline, decide_at or deadline) - now
         _pump(ranks, failures, timeout=max(0.0, limit))
+        if may_retry and _failed_to_join(ranks, failures):
+            raise _SetupRace
+        _release_once_all_joined(ranks)
         if failures and decide_at is None and not spec.allow_failures:
             decide_at = time.monotonic() + _GRACE
     if failures and (not spec.allow_failures or len(failures) == len(ranks)):
         stop_all(ranks)
-        _drain(ranks, until=time.monotonic() + 0.5)
-        diagnosis.raise_failure(failures, spec)
-    _drain(ranks, until=time.monotonic() + 2.0)
+        rank_output.drain(ranks, until=time.monotonic() + 0.5)
+        rank_output.show_held(ranks)
+        returned = [rk.rank for rk in ranks if rk.done and rk.rank not in failures]
+        diagnosis.raise_failure(failures, spec, returned)
+    _release_once_all_joined(ranks)
+    rank_output.drain(ranks, until=time.monotonic() + 2.0)
     for failure in sorted(failures.values(), key=lambda f: f.rank):
         how = f"raised {failure.exc_type}" if failure.kind == "raised" else failure.message
         print(
@@ -96,14 +132,46 @@ def _pump(ranks: list[RankHandle], failures: dict, timeout: float) -> None:
     for obj in sorted(ready, key=lambda o: order[by_object[o][0]]):
         kind, rk = by_object[obj]
         if kind == "out":
-            _read_output(rk, obj)
+            rank_output.read_output(rk, obj)
         elif not rk.done and kind == "result":
             _receive(rk, failures)
         elif not rk.done and kind == "exit":
-            if rk.result_conn.poll(0):
+            while not rk.done and _has_message(rk):
                 _receive(rk, failures)
-            else:
+            if not rk.done:
                 _record_death(rk, failures)
+
+
+def _has_message(rk: RankHandle) -> bool:
+    try:
+        return rk.result_conn.poll(0)
+    except (EOFError, OSError):
+        return False
+
+
+def _failed_to_join(ranks: list[RankHandle], failures: dict) -> bool:
+    """A peer's connection broke while the group formed, and nobody has run `fn` yet."""
+    return not any(rk.released for rk in ranks) and any(
+        f.in_setup and f.secondary and "time" not in f.message.lower() for f in failures.values()
+    )
+
+
+def _release_once_all_joined(ranks: list[RankHandle]) -> None:
+    """Let the ranks run the function once every rank has joined the group (see child.py).
+
+    What a rank printed before (only set-up noise: no learner's code has run) is shown
+    then, or with the error if the launch fails, and dropped if the ranks start again.
+    """
+    if not all(rk.joined or rk.done for rk in ranks):
+        return
+    for rk in ranks:
+        if not rk.released:
+            rk.released = True
+            try:
+                rk.result_conn.send_bytes(b"go")
+            except OSError:
+                pass  # it is gone already
+    rank_output.show_held(ranks)
 
 
 def _receive(rk: RankHandle, failures: dict) -> None:
@@ -112,9 +180,22 @@ def _receive(rk: RankHandle, failures: dict) -> None:
     except (EOFError, OSError):
         _record_death(rk, failures)
         return
+    if status == "joined":
+        rk.joined = True
+        return
     rk.done = True
     if status == "ok":
-        rk.result = cloudpickle.loads(body)
+        try:
+            rk.result = cloudpickle.loads(body)
+        except Exception as exc:
+            failures[rk.rank] = RankFailure(
+                rank=rk.rank,
+                when=time.monotonic(),
+                kind="unreadable",
+                exc_type=type(exc).__name__,
+                message=f"returned a value that cannot be unpickled here ({type(exc).__name__}: "
+                f"{exc}); return plain data: tensors, numbers, lists, dicts",
+            )
         return
     original = None
     if body["original"] is not None:
@@ -131,6 +212,7 @@ def _receive(rk: RankHandle, failures: dict) -> None:
         traceback=body["traceback"],
         original=original,
         secondary=body["secondary"],
+        in_setup=body.get("in_setup", False),
     )
 
 
@@ -144,88 +226,6 @@ def _record_death(rk: RankHandle, failures: dict) -> None:
         exc_type="",
         message=f"{processes.exit_reason(rk.process.exitcode)} before returning a result",
     )
-
-
-def _read_output(rk: RankHandle, fd: int) -> None:
-    entry = rk.streams[fd]
-    try:
-        chunk = os.read(fd, 65536)
-    except OSError:
-        chunk = b""
-    if not chunk:
-        if entry[1]:
-            _emit(rk.rank, entry[0], entry[1])
-        entry[2].close()
-        del rk.streams[fd]
-        return
-    lines = (entry[1] + chunk).split(b"\n")
-    entry[1] = lines.pop()
-    for line in lines:
-        _emit(rk.rank, entry[0], line)
-
-
-def _emit(r: int, stream, line: bytes) -> None:
-    text = line.decode("utf-8", errors="replace").rstrip("\r")
-    print(f"[rank {r}] {text}", file=stream, flush=True)
-
-
-def _drain(ranks: list[RankHandle], until: float) -> None:
-    """Read what the ranks printed last; their pipes close when they exit."""
-    while any(rk.streams for rk in ranks) and time.monotonic() < until:
-        fds = [fd for rk in ranks for fd in rk.streams]
-        for fd in wait(fds, timeout=max(0.0, until - time.monotonic())):
-            owner = next(rk for rk in ranks if fd in rk.streams)
-            _read_output(owner, fd)
-
-
-def _stack_dumps(ranks: list[RankHandle]) -> dict[int, list[str]]:
-    """Ask the unfinished ranks where they are (faulthandler on SIGUSR1); keep what they print."""
-    alive = [rk for rk in ranks if not rk.done and rk.process.is_alive()]
-    captured = {rk.rank: [] for rk in alive}
-    for rk in alive:
-        for fd in list(rk.streams):
-            _flush_partial(rk, fd)
-        try:
-            os.kill(rk.process.pid, signal.SIGUSR1)
-        except ProcessLookupError:
-            pass
-    until = time.monotonic() + _DUMP_WAIT
-    while time.monotonic() < until:
-        fds = [fd for rk in alive for fd in rk.streams]
-        if not fds:
-            break
-        for fd in wait(fds, timeout=max(0.0, until - time.monotonic())):
-            owner = next(rk for rk in alive if fd in rk.streams)
-            _capture(owner, fd, captured[owner.rank])
-        if all(diagnosis.innermost_frame(lines) for lines in captured.values()):
-            until = min(until, time.monotonic() + 0.1)  # the rest of each dump
-    return captured
-
-
-def _flush_partial(rk: RankHandle, fd: int) -> None:
-    entry = rk.streams[fd]
-    if entry[1]:
-        _emit(rk.rank, entry[0], entry[1])
-        entry[1] = b""
-
-
-def _capture(rk: RankHandle, fd: int, sink: list) -> None:
-    """Like _read_output, but keep stderr lines (the stack dump) instead of printing them."""
-    entry = rk.streams[fd]
-    if entry[0] is not sys.stderr:
-        _read_output(rk, fd)
-        return
-    try:
-        chunk = os.read(fd, 65536)
-    except OSError:
-        chunk = b""
-    if not chunk:
-        entry[2].close()
-        del rk.streams[fd]
-        return
-    lines = (entry[1] + chunk).split(b"\n")
-    entry[1] = lines.pop()
-    sink.extend(line.decode("utf-8", errors="replace") for line in lines)
 
 
 def stop_all(ranks: list[RankHandle]) -> None:

@@ -148,7 +148,7 @@ def run(
                     t = pending.pop(0)
                     t.slot, t.start = slot, time.perf_counter() - started
                     gpu = gpus[slot % len(gpus)] if gpus else None
-                    with processes.main_module_hidden(method):
+                    with processes.main_module_hidden(method), processes.interrupts_held():
                         running[slot] = (*_start(ctx, payload, t.params, threads, gpu), t)
             _collect(running, started, timeout)
     finally:
@@ -230,11 +230,20 @@ def _exit_reason(process) -> str:
 
 def cli(args) -> int:
     """`python -m course_utils sweep CONFIG.json -j N [--json]`: 0 when a trial succeeded."""
+    if args.jobs < 1:
+        print(
+            f"sweep: -j must be a whole number of trials at a time >= 1, got {args.jobs}.",
+            file=sys.stderr,
+        )
+        return 2
     try:
         with open(args.config) as f:
             config = json.load(f)
     except FileNotFoundError:
         print(f"sweep: no config file {args.config!r}.", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a directory, no permission
+        print(f"sweep: cannot read the config {args.config!r} ({exc.strerror}).", file=sys.stderr)
         return 2
     except json.JSONDecodeError as exc:
         print(f"sweep: {args.config} is not valid JSON ({exc}).", file=sys.stderr)

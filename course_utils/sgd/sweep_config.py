@@ -66,6 +66,7 @@ def validate(config, trial) -> dict:
         raise SweepConfigError("parameters: expected a non-empty object of parameter -> values.")
     _check_names(parameters, trial)
     checked = {name: _parameter(name, p, algorithm) for name, p in parameters.items()}
+    _check_values(checked, getattr(trial, "check_value", None))
     spec = _required(config, "spec", "e.g. {'metric': 'val_loss', 'objective': 'minimize'}")
     if not isinstance(spec, dict):
         raise SweepConfigError("spec: expected an object with 'metric' and 'objective'.")
@@ -138,6 +139,26 @@ def _check_names(parameters: dict, trial) -> None:
                 f"parameters.{name}: {_name(trial)} takes no parameter {name!r}; "
                 f"it takes {', '.join(takes) or 'none'}."
             )
+
+
+def _check_values(parameters: dict, check_value) -> None:
+    """Every value a trial could receive, checked by the trial's own rules (if it has any)."""
+    for name, p in parameters.items():
+        values = p["values"] if p["distribution"] == "discrete" else [p["min"], p["max"]]
+        kinds = {_kind(v) for v in values}
+        if len(kinds) > 1:  # 8 and "32" cannot be compared, sorted or averaged together
+            raise SweepConfigError(
+                f"parameters.{name}.values: mixed kinds of value ({', '.join(map(repr, values))}); "
+                "give them all as numbers, or all as names."
+            )
+        for value in values if check_value else ():
+            problem = check_value(name, value)
+            if problem:
+                raise SweepConfigError(f"parameters.{name}: {problem}.")
+
+
+def _kind(v) -> str:
+    return "number" if isinstance(v, (int, float)) and not isinstance(v, bool) else type(v).__name__
 
 
 def _parameter(name: str, p, algorithm: str) -> dict:

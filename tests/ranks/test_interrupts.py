@@ -1,0 +1,114 @@
+"""An interrupt in a real Jupyter kernel, at any moment of a launch, stops it cleanly.
+
+Each case starts a kernel, interrupts a launch at one point (the first launch's warm-up
+imports, forking, the rendezvous, the running function, a loop of short launches) and
+checks what a learner would see: a KeyboardInterrupt within about a second, the
+course's one-line message, no process and no rendezvous folder left, and a kernel that
+can launch again.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+jupyter_client = pytest.importorskip("jupyter_client")
+pytest.importorskip("ipykernel")
+
+REPO = Path(__file__).resolve().parents[2]
+
+SETUP = """
+import os, time
+import torch.distributed as dist
+from course_utils import launch
+
+def sleeper(seconds):
+    time.sleep(seconds)
+    return dist.get_rank()
+"""
+
+# name: (code of the interrupted cell, seconds before the interrupt, the message expected)
+CASES = {
+    "first launch's warm-up imports": ("launch(sleeper, 2, args=(30,))", 0.2, "first imports"),
+    "forking 8 ranks": ("launch(sleeper, 8, args=(30,))", 0.05, "all 8 ranks stopped"),
+    "rendezvous": ("launch(sleeper, 4, args=(30,))", 0.08, "all 4 ranks stopped"),
+    "running": ("launch(sleeper, 4, args=(30,))", 1.0, "all 4 ranks stopped"),
+    "a loop of short launches": (
+        "for _ in range(100000):\n    launch(sleeper, 4, args=(0,))",
+        1.5,
+        "all 4 ranks stopped",
+    ),
+}
+
+
+def _run(kc, code: str, timeout: float) -> dict:
+    """Execute `code`; return the reply's content with the error text shown, if any."""
+    msg_id = kc.execute(code)
+    return _reply(kc, msg_id, timeout)
+
+
+def _reply(kc, msg_id: str, timeout: float) -> dict:
+    reply = None
+    deadline = time.monotonic() + timeout
+    while reply is None:
+        left = deadline - time.monotonic()
+        assert left > 0, "the kernel did not answer in time"
+        msg = kc.get_shell_msg(timeout=left)
+        if msg["parent_header"].get("msg_id") == msg_id:
+            reply = msg["content"]
+    return reply
+
+
+def _kernel_leftovers(pid: int) -> list[str]:
+    found = []
+    for child in psutil.Process(pid).children(recursive=True):
+        try:
+            if child.status() != psutil.STATUS_ZOMBIE:
+                cmd = " ".join(child.cmdline())
+                if "resource_tracker" not in cmd:
+                    found.append(f"{child.pid} {cmd[:60]}")
+        except psutil.NoSuchProcess:
+            pass
+    return found
+
+
+@pytest.fixture
+def kernel():
+    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    km, kc = jupyter_client.manager.start_new_kernel(kernel_name="python3", env=env, cwd=str(REPO))
+    try:
+        yield km, kc
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+@pytest.mark.parametrize("cell, delay, message", list(CASES.values()), ids=list(CASES))
+def test_an_interrupt_stops_the_launch_at_once_and_leaves_nothing(kernel, cell, delay, message):
+    km, kc = kernel
+    pid = km.provisioner.process.pid
+    assert _run(kc, SETUP, timeout=60)["status"] == "ok"
+    if "first imports" not in message:
+        assert _run(kc, "launch(sleeper, 2, args=(0,))", timeout=60)["status"] == "ok"
+    msg_id = kc.execute(cell)
+    time.sleep(delay)
+    km.interrupt_kernel()
+    interrupted = time.monotonic()
+    reply = _reply(kc, msg_id, timeout=10)
+    seconds = time.monotonic() - interrupted
+    assert reply["status"] == "error" and reply["ename"] == "KeyboardInterrupt", reply
+    assert seconds < 2.0, f"the interrupt took {seconds:.2f} s to show"  # 0.3 s typical
+    assert message in reply["evalue"], reply["evalue"]
+    assert "nothing" in reply["evalue"] and "left running" in reply["evalue"]
+    deadline = time.monotonic() + 5
+    while _kernel_leftovers(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _kernel_leftovers(pid) == []
+    assert not list(Path(tempfile.gettempdir()).glob(f"course-launch-{pid}-*"))
+    again = _run(kc, "print(launch(sleeper, 2, args=(0,)))", timeout=60)
+    assert again["status"] == "ok", again
