@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from cifar_archive import write_fake_cifar
 
-from course_utils.core import data, profiles
+from course_utils.core import cifar, data, profiles
 from course_utils.ddp.equivalence import Setup, equivalence
 from course_utils.ddp.experiments import compare_with_single
 
@@ -19,7 +19,7 @@ from course_utils.ddp.experiments import compare_with_single
 def gpu_sized_setup(tmp_path, monkeypatch):
     checksums = write_fake_cifar(tmp_path, n_per_batch=16)
     monkeypatch.setattr(data, "DATA_DIR", tmp_path)  # forked ranks inherit both
-    monkeypatch.setattr(data, "cifar10_checksums", lambda: checksums)
+    monkeypatch.setattr(cifar, "checksums", lambda: checksums)
     P = profiles.PROFILES["gpu"]
     S = P.ddp
     return Setup(
