@@ -10,8 +10,9 @@ The shape is the report's:
      "seed": 0,            # random draws
      "trial": "package.module:function"}                              # optional
 
-A mistake found after an hour of trials is an hour lost, so every key is checked first
-and the error names the key and what would be valid.
+Comet Optimizer's own format (the report's file) is read too: see `comet`. A mistake
+found after an hour of trials is an hour lost, so every key is checked first and the
+error names the key and what would be valid.
 """
 
 from __future__ import annotations
@@ -23,11 +24,15 @@ import math
 import random
 
 from ..core.errors import CourseError
+from . import comet
 
 ALGORITHMS = ("grid", "random")
 OBJECTIVES = ("minimize", "maximize")
 DISTRIBUTIONS = ("uniform", "log_uniform", "int_uniform")
-KEYS = ("algorithm", "parameters", "spec", "budget", "seed", "trial", "name", "description")
+KEYS = (
+    "algorithm", "parameters", "spec", "budget", "seed", "trial", "name", "description",
+    "repeats", "shuffle", "without_replacement",
+)  # fmt: skip
 
 
 class SweepConfigError(CourseError, ValueError):
@@ -53,6 +58,11 @@ def validate(config, trial) -> dict:
     """Return a checked copy of `config` with defaults filled in, or raise SweepConfigError."""
     if not isinstance(config, dict):
         raise SweepConfigError(f"the config must be a JSON object, got {type(config).__name__}.")
+    if comet.is_comet(config):
+        try:
+            config = comet.translate(config)
+        except comet.CometConfigError as exc:
+            raise SweepConfigError(str(exc)) from None
     unknown = [k for k in config if k not in KEYS]
     if unknown:
         raise SweepConfigError(f"unknown key {unknown[0]!r}; the keys are {', '.join(KEYS)}.")
@@ -99,6 +109,9 @@ def validate(config, trial) -> dict:
     seed = config.get("seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise SweepConfigError(f"seed: expected a whole number, got {seed!r}.")
+    repeats = config.get("repeats", 1)
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise SweepConfigError(f"repeats: expected a whole number >= 1, got {repeats!r}.")
     return {
         **config,
         "algorithm": algorithm,
@@ -106,6 +119,7 @@ def validate(config, trial) -> dict:
         "spec": {"metric": metric, "objective": objective},
         "budget": budget,
         "seed": seed,
+        "repeats": repeats,
     }
 
 
@@ -196,15 +210,24 @@ def _parameter(name: str, p, algorithm: str) -> dict:
 
 
 def trials_from(config: dict) -> list[dict]:
-    """The parameter sets to run: every grid combination (up to `budget`), or `budget` draws."""
+    """The parameter sets to run, each `repeats` times.
+
+    A grid is every combination (shuffled with `shuffle`, capped at `budget`); a random
+    search is `budget` draws, or with `without_replacement` (Comet's random search over
+    discrete values) `budget` different combinations in random order.
+    """
     parameters, budget = config["parameters"], config["budget"]
-    if config["algorithm"] == "grid":
+    rng = random.Random(config["seed"])
+    if config["algorithm"] == "grid" or config.get("without_replacement"):
         names = list(parameters)
         combos = itertools.product(*(parameters[n]["values"] for n in names))
-        grid = [dict(zip(names, combo, strict=True)) for combo in combos]
-        return grid[:budget] if budget else grid
-    rng = random.Random(config["seed"])
-    return [{n: _draw(rng, p) for n, p in parameters.items()} for _ in range(budget)]
+        sets = [dict(zip(names, combo, strict=True)) for combo in combos]
+        if config.get("shuffle") or config.get("without_replacement"):
+            rng.shuffle(sets)
+        sets = sets[:budget] if budget else sets
+    else:
+        sets = [{n: _draw(rng, p) for n, p in parameters.items()} for _ in range(budget)]
+    return [dict(s) for s in sets for _ in range(config.get("repeats", 1))]
 
 
 def _draw(rng: random.Random, p: dict):
