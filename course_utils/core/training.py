@@ -23,6 +23,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from . import progress as progress_bars
 from .history import History, Phases
 from .loaders import as_tensors, set_epoch, tensor_loader
 
@@ -75,7 +76,7 @@ def train(
     loss_fn: Callable | None = None,
     sync_metrics: bool | None = None,
     threads: int | None = None,
-    progress: bool = False,
+    progress: bool | None = None,
 ) -> History:
     """Train `model` in place for `epochs` passes or `max_steps` updates; return its History.
 
@@ -186,11 +187,9 @@ def train(
                 val_loss, val_acc = evaluate(val_loader)
                 history.epoch_val_loss.append(val_loss)
                 history.epoch_val_acc.append(val_acc)
-            if bar is not None:
-                bar.set_postfix(loss=f"{history.epoch_train_loss[-1]:.3f}")
-                bar.update(1)
-        if bar is not None:
-            bar.close()
+            bar.set_postfix(loss=f"{history.epoch_train_loss[-1]:.3f}")
+            bar.update(1)
+        bar.close()
         history.phases = clock.result(history.step_seconds)
         if eval_every and history.eval_step[-1] != history.steps:
             checkpoint()
@@ -292,9 +291,6 @@ def _model_device(model: nn.Module) -> torch.device:
     return first.device if first is not None else torch.device("cpu")
 
 
-def _progress_bar(epochs: int, progress: bool):
-    if not progress:
-        return None
-    from tqdm.auto import tqdm
-
-    return tqdm(total=epochs, desc="epochs", unit="epoch", leave=False)
+def _progress_bar(epochs: int | None, progress: bool | None):
+    """Epochs done; by default in a notebook only (inside a rank, rank 0's goes to the parent)."""
+    return progress_bars.bar(epochs, "epochs", "epoch", show=progress)

@@ -20,6 +20,7 @@ import cloudpickle
 import torch
 import torch.distributed as dist
 
+from ..core import progress
 from . import bootstrap as rank_setup
 from . import processes
 
@@ -72,6 +73,10 @@ def rank_main(spec: RankSpec, r: int, result_conn, out_conn, err_conn) -> None:
         )
         joined = True
         _wait_for_every_rank_to_join(result_conn)
+        if r == 0:  # one bar per launch: rank 0's, drawn by the parent
+            progress.send_to(
+                lambda state: result_conn.send_bytes(pickle.dumps(("progress", state)))
+            )
         value = fn(*args, **kwargs)
         message = ("ok", _dumps_result(_to_cpu(value)))
     except BaseException as exc:  # noqa: BLE001 - everything must reach the parent
@@ -101,6 +106,15 @@ def _wait_for_every_rank_to_join(conn) -> None:
         conn.recv_bytes()
     except (EOFError, OSError):
         os._exit(1)  # the parent is gone: nobody is left to run for
+
+
+def _progress_to(conn):
+    """Rank 0's progress bar, as messages on the result pipe that the parent draws."""
+
+    def send(state: dict) -> None:
+        conn.send_bytes(pickle.dumps(("progress", state)))
+
+    return send
 
 
 def _dumps_result(value) -> bytes:

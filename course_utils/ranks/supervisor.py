@@ -17,6 +17,7 @@ from multiprocessing.connection import wait
 
 import cloudpickle
 
+from ..core import progress
 from . import diagnosis, processes, rank_output
 
 _GRACE = 0.3  # seconds to collect simultaneous failures before deciding which came first
@@ -52,6 +53,7 @@ class RankHandle:
     joined: bool = False
     released: bool = False
     held: list = field(default_factory=list)  # (stream, line) printed before release
+    bar: progress.Mirror = field(default_factory=progress.Mirror)  # rank 0's progress, drawn here
 
 
 class _SetupRace(Exception):
@@ -183,6 +185,9 @@ def _receive(rk: RankHandle, failures: dict) -> None:
     if status == "joined":
         rk.joined = True
         return
+    if status == "progress":
+        rk.bar(body)
+        return
     rk.done = True
     if status == "ok":
         try:
@@ -237,6 +242,7 @@ def stop_all(ranks: list[RankHandle]) -> None:
 
 def close_streams(ranks: list[RankHandle]) -> None:
     for rk in ranks:
+        rk.bar.close()
         for entry in rk.streams.values():
             entry[2].close()
         rk.streams.clear()

@@ -21,6 +21,7 @@ from multiprocessing.connection import wait
 
 import cloudpickle
 
+from ..core import progress
 from ..core.gpus import visible_device_ids
 from ..ranks import bootstrap as rank_setup
 from ..ranks import processes
@@ -140,6 +141,7 @@ def run(
     threads = rank_setup.threads_for(min(jobs, len(trials)), method)
     gpus = visible_device_ids()
     pending, running = list(trials), {}  # slot -> (process, connection, trial)
+    bar = progress.bar(len(trials), f"trials, {jobs} at a time", "trial")
     started = time.perf_counter()
     try:
         while pending or running:
@@ -150,8 +152,11 @@ def run(
                     gpu = gpus[slot % len(gpus)] if gpus else None
                     with processes.main_module_hidden(method), processes.interrupts_held():
                         running[slot] = (*_start(ctx, payload, t.params, threads, gpu), t)
+            before = len(running)
             _collect(running, started, timeout)
+            bar.update(before - len(running))
     finally:
+        bar.close()
         processes.stop(*(process for process, _, _ in running.values()))
         for _, conn, _ in running.values():
             conn.close()

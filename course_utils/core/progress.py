@@ -1,0 +1,93 @@
+"""Progress bars that show in the notebook, also for work that runs inside launched ranks.
+
+A bar is tqdm.auto's in the notebook's own process. A rank or a sweep trial cannot draw one
+(its output is a pipe, and a forked child must not talk to the kernel's widgets), so there
+a bar is either silent or, on a launch's rank 0, a `RemoteBar` that sends its state to the
+parent, which draws it (`ranks.rank_output`). Bars appear by default only in a notebook;
+scripts and tests stay quiet unless they ask.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+_sink: Callable[[dict], None] | None = None  # set inside a rank: where rank 0's bar goes
+_silent = False  # set inside a rank or a trial that must not draw
+
+
+def send_to(sink: Callable[[dict], None] | None) -> None:
+    """Inside a child: bars report to `sink`, or draw nothing at all when it is None."""
+    global _sink, _silent
+    _sink, _silent = sink, sink is None
+
+
+def in_notebook() -> bool:
+    """Whether this process is a Jupyter kernel (where tqdm.auto draws a widget)."""
+    shell = sys.modules.get("IPython") and sys.modules["IPython"].get_ipython()
+    return shell is not None and type(shell).__name__ == "ZMQInteractiveShell"
+
+
+def bar(total: int | None, desc: str, unit: str = "it", show: bool | None = None):
+    """A bar for `total` steps: drawn here, sent to the parent, or a silent stand-in."""
+    if _silent or show is False:
+        return NullBar()
+    if _sink is not None:
+        return RemoteBar(_sink, total, desc, unit)
+    if show is None and not in_notebook():
+        return NullBar()
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit=unit, leave=False)
+
+
+class NullBar:
+    """Takes every call a tqdm bar takes, and shows nothing."""
+
+    def update(self, n: int = 1) -> None:
+        pass
+
+    def set_postfix(self, **values) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class RemoteBar(NullBar):
+    """A bar whose every change goes to the parent as a small dict, which it draws."""
+
+    def __init__(self, sink, total, desc: str, unit: str):
+        self.sink, self.state = sink, {"total": total, "desc": desc, "unit": unit, "n": 0}
+        self.sink(dict(self.state))
+
+    def update(self, n: int = 1) -> None:
+        self.state["n"] += n
+        self.sink(dict(self.state))
+
+    def set_postfix(self, **values) -> None:
+        self.state["postfix"] = {k: str(v) for k, v in values.items()}
+
+    def close(self) -> None:
+        self.sink({**self.state, "closed": True})
+
+
+class Mirror:
+    """The parent's side of a `RemoteBar`: the tqdm bar it draws from the states it gets."""
+
+    def __init__(self, show: bool | None = None):
+        self.show, self.drawn = show, None
+
+    def __call__(self, state: dict) -> None:
+        if self.drawn is None:
+            self.drawn = bar(state["total"], state["desc"], state["unit"], show=self.show)
+        self.drawn.update(state["n"] - getattr(self.drawn, "n", state["n"]))
+        if state.get("postfix"):
+            self.drawn.set_postfix(**state["postfix"])
+        if state.get("closed"):
+            self.close()
+
+    def close(self) -> None:
+        if self.drawn is not None:
+            self.drawn.close()
+            self.drawn = None
