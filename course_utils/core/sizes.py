@@ -168,11 +168,13 @@ class ScalingSizes:
     momentum: float = 0.9
     batch_sizes: tuple[int, ...] = (8, 32, 128, 512, 1024, 2048)
     epochs: int = 15
-    warmup_epochs: float = 2.0  # Goyal et al.: 5 of 90
-    seeds: tuple[int, ...] = (0, 1)
+    warmup_updates: int = 20  # Goyal et al. warm up over 5 of 90 epochs; here, in updates
+    seeds: tuple[int, ...] = (0, 1, 2)  # every accuracy below is a mean over these
     stall_loss: float = 1.5  # a run whose final training loss is above this failed (chance: 2.3)
-    kept: float = 0.5  # warmup keeps "most" of what a fixed lr loses: this share of it
-    tolerance: float = 0.03  # ...or falls short of the base batch by at most this accuracy
+    tolerance: float = 0.02  # "kept": mean test accuracy at most this far below the base batch's
+    at_least: int = 16  # the rule must keep the accuracy up to this multiple of the base batch
+    noise_factor: float = 2.0  # the limit must lie within this factor of the noise scale
+    noise_scale: bool = True  # measure B_noise at the base batch's solution (notebook 01)
     sweep_jobs: int = 2
     threads: int | None = 1
 
