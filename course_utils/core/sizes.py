@@ -138,6 +138,7 @@ class SharpMinimaSizes:
     large_batch: int = 1024
     small_lr: float = 0.01
     large_lr: float = 0.05  # fewer, less noisy steps take a larger lr (and fit in fewer)
+    warmup_updates: int = 20  # the control run: the small batch's lr x batch ratio, warmed up
     optimizer: str = "sgd"
     momentum: float = 0.9
     fit_loss: float = 0.05  # train until the training loss is below this (both runs alike)

@@ -17,41 +17,36 @@ _MEASURES = (
 )
 
 
-def sharpness_by_batch(small: dict, large: dict, labels=("small batch", "large batch")):
+def sharpness_by_batch(sides: dict):
     """Test accuracy and both sharpness measures, one panel each: a dot per seed, the mean
-    as a bar, and a grey line joining the two runs of each seed.
+    as a bar, and a grey line joining the runs of each seed.
 
-    `small` and `large` map "test_acc", "sharpness" and "hessian" to one value per seed
-    (the same seeds, in the same order).
+    `sides` maps a label (say "batch 32") to a dict of "test_acc", "sharpness" and
+    "hessian", one value per seed (the same seeds, in the same order). The accuracy axis
+    starts at 0; each panel's title names the run that ends lowest or highest.
     """
-    fig, axes = new_figure(ncols=3, width=3.6, height=3.4)
+    labels = list(sides)
+    xs = list(range(len(labels)))
+    fig, axes = new_figure(ncols=3, width=3.9, height=3.6)
     for ax, (key, label, scale) in zip(axes, _MEASURES, strict=True):
-        a = [scale * v for v in small[key]]
-        b = [scale * v for v in large[key]]
-        ax.bar([0, 1], [sum(a) / len(a), sum(b) / len(b)], color=PALETTE[:2], alpha=0.35, width=0.6)
-        for i, (u, v) in enumerate(zip(a, b, strict=True)):
-            ax.plot([0, 1], [u, v], color="#999999", lw=1, zorder=2)
+        values = [[scale * v for v in sides[name][key]] for name in labels]
+        means = [sum(v) / len(v) for v in values]
+        ax.bar(xs, means, color=PALETTE[: len(xs)], alpha=0.35, width=0.6)
+        for i, seed in enumerate(zip(*values, strict=True)):
+            ax.plot(xs, seed, color="#999999", lw=1, zorder=2)
             ax.plot(
-                [0, 1],
-                [u, v],
-                "o",
-                ms=6,
-                color=PALETTE[7],
-                zorder=3,
+                xs, seed, "o", ms=6, color=PALETTE[7], zorder=3,
                 label="one seed" if i == 0 else None,
-            )
-        ax.set_xticks([0, 1], labels)
+            )  # fmt: skip
+        ax.set_xticks(xs, [name.replace(", ", ",\n") for name in labels], fontsize=8)
         ax.set_ylabel(label)
         if key == "test_acc":
-            low = min(a + b)
-            ax.set_ylim(max(0.0, low - 10), max(a + b) + 3)
+            ax.set_ylim(0, 100)
+            ax.set_title(f"{labels[means.index(min(means))]} tests worst", fontsize=9)
+        else:
+            ax.set_title(f"{labels[means.index(max(means))]} is sharpest", fontsize=9)
     axes[0].legend(loc="lower left", fontsize=8)
-    axes[0].set_title("the large batch tests worse", fontsize=10)
-    axes[1].set_title("its box around the minimum rises more", fontsize=10)
-    axes[2].set_title("and its valley curves more", fontsize=10)
-    fig.suptitle(
-        "both fit the training set; the large-batch solution is sharper and generalizes worse"
-    )
+    fig.suptitle("every run fits the training set: test accuracy and sharpness of each solution")
     fig.tight_layout()
     plt.close(fig)
     return fig
