@@ -36,6 +36,15 @@ class SgdSizes:
     # gradient noise against the 1/B law
     noise_batch_sizes: tuple[int, ...] = (1, 4, 16, 64, 256, 1024)
     noise_draws: int = 64
+    # updates to a target training loss against the batch (Shallue et al.), its bend
+    critical_batch_sizes: tuple[int, ...] = (8, 32, 128, 512, 2048)
+    critical_base_lr: float = 0.01  # at the smallest batch; scaled linearly, then capped
+    critical_lr_factors: tuple[float, ...] = (0.5, 1.0, 2.0)  # the lrs each batch tries
+    critical_lr_cap: float = 0.64  # larger lrs blow up (notebook 03)
+    critical_target: float = 1.0  # full-data training loss to reach (chance: 2.3)
+    critical_check_samples: int = 512  # samples between two checks of the loss
+    critical_max_steps: int = 8000
+    critical_factor: float = 3.0  # the fitted bend must lie within this factor of B_noise
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,13 @@ import matplotlib.pyplot as plt
 
 from ..core.style import PALETTE, new_figure
 
-__all__ = ["gd_sgd_minibatch", "noise_vs_batch", "runtime_and_accuracy", "sweep_timeline"]
+__all__ = [
+    "gd_sgd_minibatch",
+    "noise_vs_batch",
+    "runtime_and_accuracy",
+    "steps_to_target",
+    "sweep_timeline",
+]
 
 
 def gd_sgd_minibatch(runs: dict, train_size: int):
@@ -118,6 +124,35 @@ def sweep_timeline(results: dict):
     names = ", ".join(next(iter(results.values())).trials[0].params) if results else ""
     axes[-1].set_xlabel(f"wall-clock time since the search started (s); bars labelled by {names}")
     fig.suptitle("side by side, the search ends with its busiest lane, not the sum of its trials")
+    fig.tight_layout()
+    plt.close(fig)
+    return fig
+
+
+def steps_to_target(found, noise_scale: float, target: float):
+    """Updates to reach `target` against the batch size (log-log): measured, perfect scaling
+    through the smallest batch, McCandlish's fitted S_min (1 + B_crit/B), and B_noise."""
+    import numpy as np
+
+    fig, (ax,) = new_figure(width=6.4, height=3.8)
+    b = np.array(found.batch_sizes, dtype=float)
+    grid = np.geomspace(b[0], b[-1], 100)
+    ax.plot(grid, found.steps[0] * b[0] / grid, ":", color=PALETTE[7], label="perfect scaling")
+    ax.plot(grid, [found.predicted(x) for x in grid], "-", color=PALETTE[1], lw=1.5,
+            label=f"fit S_min (1 + B_crit/B), B_crit = {found.b_crit:.0f}")  # fmt: skip
+    ax.plot(b, found.steps, "o", color=PALETTE[0], ms=7, label="measured (best lr)")
+    ax.axvline(noise_scale, color=PALETTE[3], ls="--", lw=1.2, label=f"B_noise = {noise_scale:.0f}")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xticks(list(found.batch_sizes), [str(x) for x in found.batch_sizes])
+    ax.set_xlabel("batch size (log)")
+    ax.set_ylabel(f"updates to training loss {target:g} (log)")
+    ax.set_title(
+        f"steps fall as 1/B below about batch {found.b_crit:.0f}, then level off at "
+        f"{found.s_min:.0f}",
+        fontsize=10,
+    )
+    ax.legend(fontsize=8)
     fig.tight_layout()
     plt.close(fig)
     return fig
