@@ -25,6 +25,7 @@ class SgdSizes:
     sweep_jobs: int = 2
     sweep_seeds: tuple[int, ...] = (0,)  # each batch size trained once per seed
     timing_attempts: int = 2  # on a busy machine, time both searches again, keep the best
+    search_share: float = 0.75  # the parallel search must reach this share of the ideal speedup
     # full-batch GD, batch-1 SGD and mini-batch SGD on the same samples at one lr
     compare_samples: int | None = None  # training samples they share; None: the whole split
     compare_lr: float = 0.05
@@ -33,6 +34,15 @@ class SgdSizes:
     minibatch_size: int = 32
     minibatch_epochs: int = 4
     curve_points: int = 50  # loss evaluations along each run
+    path_updates: int = 50  # updates along which the full-data loss is followed, each method
+    race_lrs: tuple[float, ...] = (
+        0.01,
+        0.03,
+        0.1,
+        0.3,
+        1.0,
+        3.0,
+    )  # each method's lr search for the race
     # gradient noise against the 1/B law
     noise_batch_sizes: tuple[int, ...] = (1, 4, 16, 64, 256, 1024)
     noise_draws: int = 64

@@ -6,7 +6,7 @@ run several at a time from a Comet-style JSON config (`sweep`), which chapters 2
 reuse for their own sweeps.
 """
 
-from . import charts, critical_batch, exercises
+from . import charts, critical_batch, exercises, search_speed, trajectory
 from .charts import (
     gd_sgd_minibatch,
     noise_vs_batch,
@@ -33,7 +33,9 @@ __all__ = [
     "noise_vs_batch",
     "run_sweep",
     "runtime_and_accuracy",
+    "search_speed",
     "steps_to_target",
     "sweep_timeline",
     "train_trial",
+    "trajectory",
 ]

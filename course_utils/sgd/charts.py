@@ -27,19 +27,32 @@ def gd_sgd_minibatch(runs: dict, train_size: int):
         ("passes", lambda h: [max(n / train_size, 1e-3) for n in h.eval_samples], "epochs (log)"),
         ("seconds", lambda h: [max(s, 1e-3) for s in h.eval_seconds], "training time, s (log)"),
     )
-    for ax, (_, xs, label) in zip(axes, axes_by, strict=True):
+    for ax, (unit, xs, label) in zip(axes, axes_by, strict=True):
         for color, (name, history) in zip(PALETTE, runs.items(), strict=False):
             ax.plot(xs(history), history.eval_loss, color=color, label=name, lw=1.8)
         ax.set_xscale("log")
         ax.set_xlabel(label)
+        ax.set_title(_leader(unit, {n: (xs(h), h.eval_loss) for n, h in runs.items()}), fontsize=9)
     axes[0].set_ylabel("training loss (cross-entropy)")
-    axes[0].set_title("per update, GD's exact gradient wins")
-    axes[1].set_title("per pass over the data, SGD wins")
-    axes[2].set_title("per second, mini-batches win")
     axes[0].legend()
     fig.tight_layout()
     plt.close(fig)
     return fig
+
+
+def _leader(unit: str, curves: dict, level: float = 0.02) -> str:
+    """Which curve is lowest where all of them have data (the shortest one's end), or which
+    ones are level there (within `level` of the lowest, relatively)."""
+    import numpy as np
+
+    end = min(max(x) for x, _ in curves.values())
+    at = {name: float(np.interp(end, x, y)) for name, (x, y) in curves.items()}
+    best = min(at.values())
+    close = [name.split(" (")[0] for name, v in at.items() if v <= best * (1 + level)]
+    where = f"after {end:.3g} {unit}"
+    if len(close) > 1:
+        return " and ".join(close) + f" level {where}"
+    return f"lowest {where}: {close[0]}"
 
 
 def noise_vs_batch(batch_sizes, variance, predicted):
