@@ -45,7 +45,7 @@ def sharpness_by_batch(sides: dict):
             ax.set_title(f"{labels[means.index(min(means))]} tests worst", fontsize=9)
         else:
             ax.set_title(f"{labels[means.index(max(means))]} is sharpest", fontsize=9)
-    axes[0].legend(loc="lower left", fontsize=8)
+    axes[0].legend(loc="upper right", fontsize=8)
     fig.suptitle("every run fits the training set: test accuracy and sharpness of each solution")
     fig.tight_layout()
     plt.close(fig)
