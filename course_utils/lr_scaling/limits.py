@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass
 
 from ..core.checks import verdict
+from ..sgd.finished import finished_trials
 from .experiments import RULE_LABELS, RULES, curve_distance
 
 
@@ -66,10 +67,7 @@ def summarize(base, result, base_batch: int, tolerance: float) -> ScalingSummary
     `base` holds the base batch's runs (one per seed, standing for every rule: they all
     give it the base lr); `result` every larger batch under every rule.
     """
-    trials = list(base.trials) + list(result.trials)
-    failed = [t for t in trials if not t.ok]
-    if failed:
-        raise RuntimeError(f"{len(failed)} trial(s) failed, first: {failed[0].error}")
+    trials = finished_trials(base) + finished_trials(result)
     if not any(t.params["batch_size"] == base_batch for t in base.trials):
         raise ValueError(f"the base batch {base_batch} is not among the base runs.")
     batches = sorted({t.params["batch_size"] for t in trials})
@@ -122,9 +120,7 @@ class Controls:
 
 def controls(result) -> Controls:
     """Read the controls sweep (`experiments.controls_config`) as means over seeds."""
-    failed = [t for t in result.trials if not t.ok]
-    if failed:
-        raise RuntimeError(f"{len(failed)} trial(s) failed, first: {failed[0].error}")
+    finished_trials(result)
     groups: dict = {}
     for t in result.trials:
         key = (t.params["updates"] > 0, t.params["batch_size"])

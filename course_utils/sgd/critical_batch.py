@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import torch
 
 from ..core.checks import verdict
+from .finished import finished_trials
 
 
 def config(sizes) -> dict:
@@ -95,9 +96,7 @@ class StepsToTarget:
 
 def best_steps(result) -> StepsToTarget:
     """The fewest steps per batch size over its learning rates, and the fitted S_min, B_crit."""
-    failed = [t for t in result.trials if not t.ok]
-    if failed:
-        raise RuntimeError(f"{len(failed)} trial(s) failed, first: {failed[0].error}")
+    finished_trials(result)
     best: dict = {}
     for t in result.trials:
         b, m = t.params["batch_size"], t.metrics

@@ -9,6 +9,7 @@ keeps of the gap and of the sharpness is the batch's share; what it loses is lr/
 from __future__ import annotations
 
 from ..core.checks import verdict
+from ..sgd.finished import finished_trials
 
 
 def control_config(sizes) -> dict:
@@ -26,9 +27,7 @@ def control_config(sizes) -> dict:
 
 def by_seed(result, sizes, batch: int) -> dict:
     """One batch size's trials as metric -> one value per seed, in the order of `sizes.seeds`."""
-    failed = [t for t in result.trials if not t.ok]
-    if failed:
-        raise RuntimeError(f"{len(failed)} trial(s) failed, first: {failed[0].error}")
+    finished_trials(result)
     runs = {t.params["seed"]: t.metrics for t in result.trials if t.params["batch_size"] == batch}
     metrics = [runs[seed] for seed in sizes.seeds]
     return {key: [m[key] for m in metrics] for key in metrics[0]}
