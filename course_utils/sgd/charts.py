@@ -62,7 +62,10 @@ def noise_vs_batch(batch_sizes, variance, predicted):
     ax.loglog(batch_sizes, variance, "o", color=PALETTE[3], ms=7, label="measured")
     ax.set_xlabel("batch size B (samples, log)")
     ax.set_ylabel(r"$E\,\|g_B - g\|^2$ (log)")
-    ax.set_title("gradient noise falls as 1/B")
+    import numpy as np
+
+    slope = np.polyfit(np.log(batch_sizes), np.log(variance), 1)[0]
+    ax.set_title(f"gradient noise against the batch: log-log slope {slope:.2f} (1/B: -1)")
     ax.legend()
     fig.tight_layout()
     plt.close(fig)
@@ -77,12 +80,14 @@ def runtime_and_accuracy(batch_sizes, seconds_per_epoch, test_acc, lr=None):
     left.bar(labels, seconds_per_epoch, color=colors)
     left.set_xlabel("batch size (samples)")
     left.set_ylabel("training time per epoch (s)")
-    left.set_title("larger batches finish an epoch faster")
+    faster = all(b < a for a, b in zip(seconds_per_epoch, seconds_per_epoch[1:], strict=False))
+    left.set_title("larger batches finish an epoch faster" if faster else "time per epoch")
     right.bar(labels, [100 * a for a in test_acc], color=colors)
     right.set_xlabel("batch size (samples)")
     right.set_ylabel("test accuracy (%)")
     at = f" of {lr:g}" if lr is not None else ""
-    right.set_title(f"...but learn less at a fixed lr{at}")
+    worse = all(b < a for a, b in zip(test_acc, test_acc[1:], strict=False))
+    right.set_title(f"...but learn less at a fixed lr{at}" if worse else f"test accuracy, lr{at}")
     fig.tight_layout()
     plt.close(fig)
     return fig

@@ -52,12 +52,17 @@ def sharpness_by_batch(sides: dict):
     return fig
 
 
-def line_between_solutions(alphas, lines: list[dict], labels=("small batch", "large batch")):
+def line_between_solutions(
+    alphas, lines: list[dict], labels=("small batch", "large batch"), rise: float = 1.0
+):
     """Loss and accuracy along (1 - a) * small + a * large, one thin line per seed.
 
     Each entry of `lines` maps "train_loss", "test_loss", "train_acc", "test_acc" to one
     value per alpha. The small-batch solution sits at a=0, the large-batch one at a=1.
+    The title says at which end the training loss rose by `rise` sooner, at every seed.
     """
+    from .experiments import valley_width
+
     fig, (left, right) = new_figure(ncols=2, width=5.2, height=3.8)
     styles = (("train", "-", PALETTE[0]), ("test", "--", PALETTE[3]))
     for i, line in enumerate(lines):
@@ -83,9 +88,17 @@ def line_between_solutions(alphas, lines: list[dict], labels=("small batch", "la
     left.set_yscale("log")
     left.set_ylabel("cross-entropy loss (log)")
     right.set_ylabel("accuracy (%)")
-    fig.suptitle(
-        "walking out of each solution, the loss rises sooner past the large-batch end", y=1.02
-    )
+    try:
+        widths = [[valley_width(alphas, ln["train_loss"], e, rise) for e in (0, 1)] for ln in lines]
+    except ValueError:  # the line was not sampled at both solutions
+        widths = []
+    if widths and all(b < a for a, b in widths):
+        title = f"walking outward, the loss rises sooner past the {labels[1]} end"
+    elif widths and all(a < b for a, b in widths):
+        title = f"walking outward, the loss rises sooner past the {labels[0]} end"
+    else:
+        title = "the loss along the line between the two solutions"
+    fig.suptitle(title, y=1.02)
     fig.tight_layout()
     plt.close(fig)
     return fig

@@ -73,3 +73,12 @@ def test_reached_compares_two_timed_searches_with_their_ideal():
     alone = _result([1.0] * 4, 1, 4.0)
     assert search_speed.reached(alone, _result([1.0] * 4, 2, 2.1), 2, 0.75, cores=2)
     assert not search_speed.reached(alone, _result([1.6] * 4, 2, 3.3), 2, 0.75, cores=2)
+
+
+def test_report_panel_titles_follow_the_data():
+    from course_utils.sgd import charts
+
+    fig = charts.runtime_and_accuracy([8, 32], [0.3, 0.1], [0.7, 0.6], lr=0.01)
+    assert [ax.get_title() for ax in fig.axes][0] == "larger batches finish an epoch faster"
+    fig = charts.runtime_and_accuracy([8, 32], [0.1, 0.3], [0.6, 0.7], lr=0.01)
+    assert [ax.get_title() for ax in fig.axes] == ["time per epoch", "test accuracy, lr of 0.01"]

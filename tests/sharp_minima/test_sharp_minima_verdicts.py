@@ -32,3 +32,19 @@ def test_line_barrier_fails_on_a_flat_line():
     assert results.line_has_barrier([5.0, 3.8], 1.5).ok
     assert not results.line_has_barrier([5.0, 1.2], 1.5).ok
     assert not results.line_has_barrier([], 1.5).ok
+
+
+def test_line_chart_title_names_the_narrower_end():
+    from course_utils.sharp_minima import charts
+
+    alphas = [x / 10 for x in range(-10, 21)]
+
+    def line(wide_at, narrow_at):  # a parabola in each half, the narrow one steeper
+        loss = [(a - wide_at) ** 2 if a < 0.5 else 9 * (a - narrow_at) ** 2 for a in alphas]
+        return {"train_loss": loss, "test_loss": loss, "train_acc": alphas, "test_acc": alphas}
+
+    title = charts.line_between_solutions(alphas, [line(0, 1)], ("A", "B"))._suptitle.get_text()
+    assert title.endswith("past the B end")
+    flipped = [{k: v[::-1] for k, v in line(0, 1).items()}]
+    title = charts.line_between_solutions(alphas, flipped, ("A", "B"))._suptitle.get_text()
+    assert title.endswith("past the A end")
