@@ -24,7 +24,8 @@ class SgdSizes:
     threads: int | None = 1  # torch threads per training process; None leaves torch's choice
     sweep_jobs: int = 2
     sweep_seeds: tuple[int, ...] = (0,)  # each batch size trained once per seed
-    timing_attempts: int = 2  # on a busy machine, time both searches again, keep the best
+    timing_attempts: int = 3  # on a busy machine, time both searches again, keep the best
+    search_share: float = 0.6  # of the ideal speedup; other busy programs lower what is reachable
     # full-batch GD, batch-1 SGD and mini-batch SGD on the same samples at one lr
     compare_samples: int | None = None  # training samples they share; None: the whole split
     compare_lr: float = 0.05
@@ -33,9 +34,27 @@ class SgdSizes:
     minibatch_size: int = 32
     minibatch_epochs: int = 4
     curve_points: int = 50  # loss evaluations along each run
+    path_updates: int = 50  # updates along which the full-data loss is followed, each method
+    race_lrs: tuple[float, ...] = (
+        0.01,
+        0.03,
+        0.1,
+        0.3,
+        1.0,
+        3.0,
+    )  # each method's lr search for the race
     # gradient noise against the 1/B law
     noise_batch_sizes: tuple[int, ...] = (1, 4, 16, 64, 256, 1024)
     noise_draws: int = 64
+    # updates to a target training loss against the batch (Shallue et al.), its bend
+    critical_batch_sizes: tuple[int, ...] = (8, 32, 128, 512, 2048)
+    critical_base_lr: float = 0.01  # at the smallest batch; scaled linearly, then capped
+    critical_lr_factors: tuple[float, ...] = (0.5, 1.0, 2.0)  # the lrs each batch tries
+    critical_lr_cap: float = 0.64  # larger lrs blow up (notebook 03)
+    critical_target: float = 1.0  # full-data training loss to reach (chance: 2.3)
+    critical_check_samples: int = 512  # samples between two checks of the loss
+    critical_max_steps: int = 8000
+    critical_factor: float = 3.0  # the fitted bend must lie within this factor of B_noise
 
 
 @dataclass(frozen=True)
@@ -138,6 +157,7 @@ class SharpMinimaSizes:
     large_batch: int = 1024
     small_lr: float = 0.01
     large_lr: float = 0.05  # fewer, less noisy steps take a larger lr (and fit in fewer)
+    warmup_updates: int = 20  # the control run: the small batch's lr x batch ratio, warmed up
     optimizer: str = "sgd"
     momentum: float = 0.9
     fit_loss: float = 0.05  # train until the training loss is below this (both runs alike)
@@ -168,11 +188,13 @@ class ScalingSizes:
     momentum: float = 0.9
     batch_sizes: tuple[int, ...] = (8, 32, 128, 512, 1024, 2048)
     epochs: int = 15
-    warmup_epochs: float = 2.0  # Goyal et al.: 5 of 90
-    seeds: tuple[int, ...] = (0, 1)
+    warmup_updates: int = 20  # Goyal et al. warm up over 5 of 90 epochs; here, in updates
+    seeds: tuple[int, ...] = (0, 1, 2)  # every accuracy below is a mean over these
     stall_loss: float = 1.5  # a run whose final training loss is above this failed (chance: 2.3)
-    kept: float = 0.5  # warmup keeps "most" of what a fixed lr loses: this share of it
-    tolerance: float = 0.03  # ...or falls short of the base batch by at most this accuracy
+    tolerance: float = 0.02  # "kept": mean test accuracy at most this far below the base batch's
+    at_least: int = 16  # the rule must keep the accuracy up to this multiple of the base batch
+    noise_factor: float = 2.0  # the limit must lie within this factor of the noise scale
+    noise_scale: bool = True  # measure B_noise at the base batch's solution (notebook 01)
     sweep_jobs: int = 2
     threads: int | None = 1
 

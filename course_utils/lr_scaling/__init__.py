@@ -1,27 +1,36 @@
 """Chapter 3 (`03_linear_lr_scaling.ipynb`): the linear learning-rate scaling rule and warmup.
 
 Goyal et al. 2017: k times the batch, k times the learning rate, with a gradual warmup;
-the notebook sweeps the batch under three rules and finds where linear scaling breaks.
+the notebook sweeps the batch under four rules (fixed, linear, linear + warmup, sqrt), finds
+where linear scaling stops keeping the accuracy, and tells instability from too few updates.
 """
 
-from . import charts, exercises
+from . import charts, exercises, limits
 from .charts import accuracy_vs_batch, curves_by_rule, warmup_rescue
 from .exercises import check_curve_distance, check_warmup_lr
 from .experiments import (
     RULE_LABELS,
     RULES,
+    base_config,
+    controls_config,
+    rule_lr,
     scaled_lr,
-    summarize,
     sweep_config,
     train_split,
     trial_for,
     warmup_for,
 )
+from .limits import controls, summarize
 
 __all__ = [
     "RULES",
     "RULE_LABELS",
     "accuracy_vs_batch",
+    "base_config",
+    "controls",
+    "controls_config",
+    "limits",
+    "rule_lr",
     "charts",
     "check_curve_distance",
     "check_warmup_lr",

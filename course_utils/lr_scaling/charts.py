@@ -49,7 +49,7 @@ def curves_by_rule(curves: dict, titles: dict):
     return fig
 
 
-def warmup_rescue(scaled: dict, warmup: dict, base_curve):
+def warmup_rescue(scaled: dict, warmup: dict, base_curve, title: str = ""):
     """The largest batches at the scaled lr, without (dashed) and with (solid) warmup.
 
     `scaled` and `warmup` map a batch size to its per-epoch training loss; the base batch's
@@ -78,17 +78,18 @@ def warmup_rescue(scaled: dict, warmup: dict, base_curve):
     ax.set_yscale("log")
     ax.set_xlabel("epoch")
     ax.set_ylabel("training loss (cross-entropy, log)")
-    ax.set_title("warmup lets a stalled large-batch run train again, up to a point", fontsize=10)
+    ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     plt.close(fig)
     return fig
 
 
-def accuracy_vs_batch(batch_sizes, accuracy: dict, labels: dict, limit=None):
+def accuracy_vs_batch(batch_sizes, accuracy: dict, labels: dict, limit=None, title: str = ""):
     """Test accuracy against batch size (log axis) for each lr rule; beyond `limit` shaded.
 
-    `accuracy` maps a rule to one accuracy per batch size; `labels` names each rule.
+    `accuracy` maps a rule to one accuracy per batch size; `labels` names each rule; the
+    accuracy axis starts at 0, so a gap is drawn at its true size.
     """
     fig, (ax,) = new_figure(width=6.4, height=3.8)
     markers = "osD^v"
@@ -113,9 +114,8 @@ def accuracy_vs_batch(batch_sizes, accuracy: dict, labels: dict, limit=None):
     ax.set_xticks(list(batch_sizes), [str(b) for b in batch_sizes])
     ax.set_xlabel("batch size (samples, log)")
     ax.set_ylabel("test accuracy (%)")
-    ax.set_title(
-        "scaling the lr with warmup keeps accuracy, until the batch is too large", fontsize=10
-    )
+    ax.set_ylim(0, 100)
+    ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8)
     fig.tight_layout()
     plt.close(fig)

@@ -7,9 +7,9 @@ epochs coincide. Early in training the weights change fast and the approximation
 gradual warmup (start at eta, reach k*eta over a few epochs) bridges that. Past some
 batch size even warmup cannot make up for the updates a pass no longer makes.
 
-Each run is a sweep trial (`scaling_trial`, bound to the profile's sizes by `trial_for`),
-and `summarize` turns the finished sweep into curves, distances and the batch size
-where the rule stops working.
+Each run is a sweep trial (`scaling_trial`, bound to the profile's sizes by `trial_for`);
+`limits.summarize` turns the finished sweeps into curves, distances and the batch size
+where the rule stops working, and `limits` holds the verdicts on them.
 """
 
 from __future__ import annotations
@@ -20,12 +20,16 @@ from dataclasses import dataclass
 
 import torch
 
-RULES = ("unscaled", "scaled", "warmup")  # fixed lr; lr x batch/base; the same after warmup
+RULES = ("unscaled", "scaled", "warmup", "sqrt")  # the rules every batch size runs under
+CONTROLS = ("capped",)  # beyond the limit: the lr capped, for the epoch budget or more updates
 RULE_LABELS = {
     "unscaled": "lr fixed",
     "scaled": "lr scaled",
     "warmup": "lr scaled + warmup",
+    "sqrt": "lr x sqrt(k) + warmup",
+    "capped": "lr capped + warmup",
 }
+WARMED = ("warmup", "sqrt", "capped")  # the rules that warm up
 
 
 @dataclass(frozen=True)
@@ -58,29 +62,50 @@ def scaled_lr(base_lr: float, base_batch: int, batch_size: int) -> float:
     return base_lr * batch_size / base_batch
 
 
-def warmup_for(
-    batch_size: int, base_batch: int, warmup_epochs: float, samples: int
-) -> LinearWarmup:
-    """Goyal's gradual warmup: from the base lr to the scaled one over `warmup_epochs` passes."""
-    steps_per_epoch = math.ceil(samples / batch_size)
-    return LinearWarmup(round(warmup_epochs * steps_per_epoch), start=base_batch / batch_size)
+def rule_lr(rule: str, sizes, batch_size: int, lr_cap: float | None = None) -> float:
+    """The lr a rule gives this batch: fixed, x k, x sqrt(k), or x k but at most `lr_cap`."""
+    if rule not in RULES + CONTROLS:
+        raise ValueError(f"rule must be one of {', '.join(RULES + CONTROLS)}, got {rule!r}.")
+    if rule == "unscaled":
+        return sizes.base_lr
+    if rule == "sqrt":
+        return sizes.base_lr * math.sqrt(batch_size / sizes.base_batch)
+    lr = scaled_lr(sizes.base_lr, sizes.base_batch, batch_size)
+    if rule in CONTROLS:
+        if lr_cap is None or lr_cap <= 0:
+            raise ValueError(f"the {rule} control needs a positive lr_cap.")
+        return min(lr, lr_cap)
+    return lr
+
+
+def warmup_for(lr: float, base_lr: float, updates: int) -> LinearWarmup:
+    """Goyal's gradual warmup, counted in updates: from the base lr up to `lr`, then held."""
+    return LinearWarmup(updates, start=min(1.0, base_lr / lr))
+
+
+def _grid(parameters: dict) -> dict:
+    return {
+        "algorithm": "grid",
+        "parameters": {name: {"values": list(values)} for name, values in parameters.items()},
+        "spec": {"metric": "test_acc", "objective": "maximize"},
+    }
+
+
+def base_config(sizes) -> dict:
+    """The base batch, once per seed: every rule gives it the base lr, so one run stands for all."""
+    return _grid({"batch_size": [sizes.base_batch], "rule": ["unscaled"], "seed": sizes.seeds})
 
 
 def sweep_config(sizes) -> dict:
-    """The search the notebook runs: every batch size under every rule, once per seed.
+    """The search the notebook runs: every larger batch under every rule, once per seed."""
+    larger = [b for b in sizes.batch_sizes if b > sizes.base_batch]
+    return _grid({"batch_size": larger, "rule": RULES, "seed": sizes.seeds})
 
-    At the base batch the three rules are one and the same run (the same lr, a warmup
-    from factor 1), which doubles as a check that the trials are repeatable.
-    """
-    return {
-        "algorithm": "grid",
-        "parameters": {
-            "batch_size": {"values": list(sizes.batch_sizes)},
-            "rule": {"values": list(RULES)},
-            "seed": {"values": list(sizes.seeds)},
-        },
-        "spec": {"metric": "test_acc", "objective": "maximize"},
-    }
+
+def controls_config(sizes, batches, lr_cap: float, updates: int) -> dict:
+    """Beyond the limit: the lr capped at `lr_cap`, for the epoch budget and for `updates`."""
+    rules = {"rule": ["capped"], "lr_cap": [lr_cap]}
+    return _grid({"batch_size": batches, **rules, "seed": sizes.seeds, "updates": [0, updates]})
 
 
 def trial_for(sizes):
@@ -96,28 +121,38 @@ def train_split(sizes, dataset: str):
     return training.as_tensors(train_set)
 
 
-def scaling_trial(batch_size: int, rule: str, seed: int = 0, sizes=None) -> dict:
-    """Train the profile's model once with this batch size and lr rule; curves and accuracy."""
+def scaling_trial(
+    batch_size: int,
+    rule: str,
+    seed: int = 0,
+    sizes=None,
+    updates: int | None = None,
+    lr_cap: float | None = None,
+) -> dict:
+    """Train the profile's model once with this batch size and lr rule; curves and accuracy.
+
+    `S.epochs` passes, or `updates` updates where given (the "long" control needs them);
+    the warmed-up rules start at the base lr and reach theirs after `S.warmup_updates`.
+    """
     from ..core import data, models, profiles, training
 
-    if rule not in RULES:
-        raise ValueError(f"rule must be one of {', '.join(RULES)}, got {rule!r}.")
     P = profiles.current()
     S = sizes or P.scaling
+    lr = rule_lr(rule, S, batch_size, lr_cap)
     if batch_size < S.base_batch:
         raise ValueError(f"batch {batch_size} is below the base batch {S.base_batch}.")
     ds = data.load(P.dataset)
     train_set = train_split(S, P.dataset)
-    lr = S.base_lr if rule == "unscaled" else scaled_lr(S.base_lr, S.base_batch, batch_size)
     schedule = None
-    if rule == "warmup" and batch_size > S.base_batch:
-        schedule = warmup_for(batch_size, S.base_batch, S.warmup_epochs, len(train_set))
+    if rule in WARMED and lr > S.base_lr:
+        schedule = warmup_for(lr, S.base_lr, S.warmup_updates)
     net = models.build(S.model or P.model, ds.input_shape, ds.num_classes, S.hidden, seed=seed)
     device = torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
     history = training.train(
         net,
         training.tensor_loader(train_set, batch_size, seed=seed),
-        epochs=S.epochs,
+        epochs=None if updates else S.epochs,  # updates=0: the epoch budget
+        max_steps=updates or None,
         lr=lr,
         momentum=S.momentum,
         lr_schedule=schedule,
@@ -126,9 +161,15 @@ def scaling_trial(batch_size: int, rule: str, seed: int = 0, sizes=None) -> dict
         seed=seed,
         threads=S.threads,
     )
+    noise_scale = None
+    if batch_size == S.base_batch and S.noise_scale:
+        from ..sgd.gradient_noise import noise_scale as measure_noise_scale
+
+        noise_scale = measure_noise_scale(net, train_set, threads=S.threads)
     return {
         "test_acc": history.test_acc,
-        "train_loss": history.epoch_train_loss[-1],
+        "noise_scale": noise_scale,
+        "train_loss": (history.epoch_train_loss or history.step_loss)[-1],
         "curve": history.epoch_train_loss,
         "lr": lr,
         "steps": history.steps,
@@ -136,7 +177,15 @@ def scaling_trial(batch_size: int, rule: str, seed: int = 0, sizes=None) -> dict
     }
 
 
-scaling_trial.metrics = ["test_acc", "train_loss", "curve", "lr", "steps", "seconds"]
+scaling_trial.metrics = [
+    "test_acc",
+    "noise_scale",
+    "train_loss",
+    "curve",
+    "lr",
+    "steps",
+    "seconds",
+]
 
 
 def curve_distance(curve, reference, cap: float = 10.0) -> float:
@@ -154,87 +203,3 @@ def curve_distance(curve, reference, cap: float = 10.0) -> float:
         return cap if not math.isfinite(x) else min(x, cap)
 
     return sum(abs(clean(a) - clean(b)) for a, b in zip(curve, reference, strict=True)) / len(curve)
-
-
-@dataclass
-class ScalingSummary:
-    """Means over seeds of each (rule, batch size): what the notebook prints and plots."""
-
-    batch_sizes: list[int]
-    base_batch: int
-    accuracy: dict  # rule -> [mean test accuracy per batch size]
-    final_loss: dict  # rule -> [mean final training loss per batch size; inf if any diverged]
-    curves: dict  # rule -> {batch size: mean per-epoch training loss}
-    distance: dict  # rule -> [distance of the mean curve to the base batch's]
-    kept: list[bool]  # per batch size: warmup keeps most of what a fixed lr loses
-    limit: int | None  # the largest batch up to which `kept` holds at every size
-
-    @property
-    def base_accuracy(self) -> float:
-        return self.accuracy["unscaled"][self.batch_sizes.index(self.base_batch)]
-
-    def table(self) -> str:
-        """Mean test accuracy and final training loss of each rule at each batch size."""
-        lines = [f"{'batch':>6} " + " ".join(f"{RULE_LABELS[r]:>22}" for r in RULES)]
-        for i, b in enumerate(self.batch_sizes):
-            cells = [
-                f"{100 * self.accuracy[r][i]:7.1f}% (loss {self.final_loss[r][i]:6.3f})"
-                for r in RULES
-            ]
-            lines.append(f"{b:6d} " + " ".join(f"{c:>22}" for c in cells))
-        return "\n".join(lines)
-
-    def failed(self, rule: str, stall_loss: float) -> list[bool]:
-        """Per batch size: the run diverged, or stalled with its loss still above `stall_loss`."""
-        return [not math.isfinite(v) or v > stall_loss for v in self.final_loss[rule]]
-
-
-def summarize(result, base_batch: int, most: float = 0.5, tolerance: float = 0.03):
-    """Average the sweep's trials over seeds and find where scaling with warmup stops working.
-
-    At each batch size, warmup "keeps" the accuracy when it falls short of the base batch
-    by at most `1 - most` of what a fixed lr loses there (or by `tolerance`, where a fixed
-    lr loses little). The limit is the largest batch up to which that holds at every size.
-    """
-    failed = [t for t in result.trials if not t.ok]
-    if failed:
-        raise RuntimeError(f"{len(failed)} trial(s) failed, first: {failed[0].error}")
-    batches = sorted({t.params["batch_size"] for t in result.trials})
-    if base_batch not in batches:
-        raise ValueError(f"the base batch {base_batch} is not among the batch sizes {batches}.")
-    groups: dict = {}
-    for t in result.trials:
-        groups.setdefault((t.params["rule"], t.params["batch_size"]), []).append(t.metrics)
-    accuracy, final_loss, curves = {}, {}, {}
-    for rule in RULES:
-        runs = [groups[rule, b] for b in batches]
-        accuracy[rule] = [_mean([m["test_acc"] for m in ms]) for ms in runs]
-        final_loss[rule] = [_mean([m["train_loss"] for m in ms]) for ms in runs]
-        curves[rule] = {
-            b: _mean_curve([m["curve"] for m in ms]) for b, ms in zip(batches, runs, strict=True)
-        }
-    reference = curves["unscaled"][base_batch]
-    distance = {r: [curve_distance(curves[r][b], reference) for b in batches] for r in RULES}
-    base_acc = accuracy["unscaled"][batches.index(base_batch)]
-    kept = [
-        base_acc - warm <= max(tolerance, (1 - most) * (base_acc - fixed))
-        for warm, fixed in zip(accuracy["warmup"], accuracy["unscaled"], strict=True)
-    ]
-    limit = None
-    for b, ok in zip(batches, kept, strict=True):
-        if not ok:
-            break
-        if b > base_batch:
-            limit = b
-    return ScalingSummary(batches, base_batch, accuracy, final_loss, curves, distance, kept, limit)
-
-
-def _mean(values: list[float]) -> float:
-    """The mean, or inf when any run diverged (a NaN loss must not look like a small one)."""
-    if any(not math.isfinite(v) for v in values):
-        return math.inf
-    return sum(values) / len(values)
-
-
-def _mean_curve(curves: list[list[float]]) -> list[float]:
-    return [_mean(list(values)) for values in zip(*curves, strict=True)]

@@ -18,6 +18,7 @@ import importlib
 _EXPORTS = {
     "launch_times": "charts",
     "check_largest_square": "exercises",
+    "spread_over_nodes": "examples",
     "sum_of_ranks": "examples",
     "whoami": "examples",
     "live_children": "launch",

@@ -6,8 +6,14 @@ run several at a time from a Comet-style JSON config (`sweep`), which chapters 2
 reuse for their own sweeps.
 """
 
-from . import charts, exercises
-from .charts import gd_sgd_minibatch, noise_vs_batch, runtime_and_accuracy, sweep_timeline
+from . import charts, critical_batch, exercises, search_speed, trajectory
+from .charts import (
+    gd_sgd_minibatch,
+    noise_vs_batch,
+    runtime_and_accuracy,
+    steps_to_target,
+    sweep_timeline,
+)
 from .exercises import check_sgd_epoch, check_sweep_config, check_updates_per_epoch
 from .gradient_noise import measure as measure_gradient_noise
 from .sweep import SweepConfigError, SweepResult, train_trial
@@ -17,6 +23,7 @@ __all__ = [
     "SweepConfigError",
     "SweepResult",
     "charts",
+    "critical_batch",
     "check_sgd_epoch",
     "check_sweep_config",
     "check_updates_per_epoch",
@@ -26,6 +33,9 @@ __all__ = [
     "noise_vs_batch",
     "run_sweep",
     "runtime_and_accuracy",
+    "search_speed",
+    "steps_to_target",
     "sweep_timeline",
     "train_trial",
+    "trajectory",
 ]

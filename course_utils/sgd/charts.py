@@ -6,7 +6,13 @@ import matplotlib.pyplot as plt
 
 from ..core.style import PALETTE, new_figure
 
-__all__ = ["gd_sgd_minibatch", "noise_vs_batch", "runtime_and_accuracy", "sweep_timeline"]
+__all__ = [
+    "gd_sgd_minibatch",
+    "noise_vs_batch",
+    "runtime_and_accuracy",
+    "steps_to_target",
+    "sweep_timeline",
+]
 
 
 def gd_sgd_minibatch(runs: dict, train_size: int):
@@ -21,19 +27,32 @@ def gd_sgd_minibatch(runs: dict, train_size: int):
         ("passes", lambda h: [max(n / train_size, 1e-3) for n in h.eval_samples], "epochs (log)"),
         ("seconds", lambda h: [max(s, 1e-3) for s in h.eval_seconds], "training time, s (log)"),
     )
-    for ax, (_, xs, label) in zip(axes, axes_by, strict=True):
+    for ax, (unit, xs, label) in zip(axes, axes_by, strict=True):
         for color, (name, history) in zip(PALETTE, runs.items(), strict=False):
             ax.plot(xs(history), history.eval_loss, color=color, label=name, lw=1.8)
         ax.set_xscale("log")
         ax.set_xlabel(label)
+        ax.set_title(_leader(unit, {n: (xs(h), h.eval_loss) for n, h in runs.items()}), fontsize=9)
     axes[0].set_ylabel("training loss (cross-entropy)")
-    axes[0].set_title("per update, GD's exact gradient wins")
-    axes[1].set_title("per pass over the data, SGD wins")
-    axes[2].set_title("per second, mini-batches win")
     axes[0].legend()
     fig.tight_layout()
     plt.close(fig)
     return fig
+
+
+def _leader(unit: str, curves: dict, level: float = 0.02) -> str:
+    """Which curve is lowest where all of them have data (the shortest one's end), or which
+    ones are level there (within `level` of the lowest, relatively)."""
+    import numpy as np
+
+    end = min(max(x) for x, _ in curves.values())
+    at = {name: float(np.interp(end, x, y)) for name, (x, y) in curves.items()}
+    best = min(at.values())
+    close = [name.split(" (")[0] for name, v in at.items() if v <= best * (1 + level)]
+    where = f"after {end:.3g} {unit}"
+    if len(close) > 1:
+        return " and ".join(close) + f" level {where}"
+    return f"lowest {where}: {close[0]}"
 
 
 def noise_vs_batch(batch_sizes, variance, predicted):
@@ -43,7 +62,10 @@ def noise_vs_batch(batch_sizes, variance, predicted):
     ax.loglog(batch_sizes, variance, "o", color=PALETTE[3], ms=7, label="measured")
     ax.set_xlabel("batch size B (samples, log)")
     ax.set_ylabel(r"$E\,\|g_B - g\|^2$ (log)")
-    ax.set_title("gradient noise falls as 1/B")
+    import numpy as np
+
+    slope = np.polyfit(np.log(batch_sizes), np.log(variance), 1)[0]
+    ax.set_title(f"gradient noise against the batch: log-log slope {slope:.2f} (1/B: -1)")
     ax.legend()
     fig.tight_layout()
     plt.close(fig)
@@ -58,12 +80,14 @@ def runtime_and_accuracy(batch_sizes, seconds_per_epoch, test_acc, lr=None):
     left.bar(labels, seconds_per_epoch, color=colors)
     left.set_xlabel("batch size (samples)")
     left.set_ylabel("training time per epoch (s)")
-    left.set_title("larger batches finish an epoch faster")
+    faster = all(b < a for a, b in zip(seconds_per_epoch, seconds_per_epoch[1:], strict=False))
+    left.set_title("larger batches finish an epoch faster" if faster else "time per epoch")
     right.bar(labels, [100 * a for a in test_acc], color=colors)
     right.set_xlabel("batch size (samples)")
     right.set_ylabel("test accuracy (%)")
     at = f" of {lr:g}" if lr is not None else ""
-    right.set_title(f"...but learn less at a fixed lr{at}")
+    worse = all(b < a for a, b in zip(test_acc, test_acc[1:], strict=False))
+    right.set_title(f"...but learn less at a fixed lr{at}" if worse else f"test accuracy, lr{at}")
     fig.tight_layout()
     plt.close(fig)
     return fig
@@ -118,6 +142,35 @@ def sweep_timeline(results: dict):
     names = ", ".join(next(iter(results.values())).trials[0].params) if results else ""
     axes[-1].set_xlabel(f"wall-clock time since the search started (s); bars labelled by {names}")
     fig.suptitle("side by side, the search ends with its busiest lane, not the sum of its trials")
+    fig.tight_layout()
+    plt.close(fig)
+    return fig
+
+
+def steps_to_target(found, noise_scale: float, target: float):
+    """Updates to reach `target` against the batch size (log-log): measured, perfect scaling
+    through the smallest batch, McCandlish's fitted S_min (1 + B_crit/B), and B_noise."""
+    import numpy as np
+
+    fig, (ax,) = new_figure(width=6.4, height=3.8)
+    b = np.array(found.batch_sizes, dtype=float)
+    grid = np.geomspace(b[0], b[-1], 100)
+    ax.plot(grid, found.steps[0] * b[0] / grid, ":", color=PALETTE[7], label="perfect scaling")
+    ax.plot(grid, [found.predicted(x) for x in grid], "-", color=PALETTE[1], lw=1.5,
+            label=f"fit S_min (1 + B_crit/B), B_crit = {found.b_crit:.0f}")  # fmt: skip
+    ax.plot(b, found.steps, "o", color=PALETTE[0], ms=7, label="measured (best lr)")
+    ax.axvline(noise_scale, color=PALETTE[3], ls="--", lw=1.2, label=f"B_noise = {noise_scale:.0f}")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xticks(list(found.batch_sizes), [str(x) for x in found.batch_sizes])
+    ax.set_xlabel("batch size (log)")
+    ax.set_ylabel(f"updates to training loss {target:g} (log)")
+    ax.set_title(
+        f"steps fall as 1/B below about batch {found.b_crit:.0f}, then level off at "
+        f"{found.s_min:.0f}",
+        fontsize=10,
+    )
+    ax.legend(fontsize=8)
     fig.tight_layout()
     plt.close(fig)
     return fig

@@ -31,6 +31,11 @@ class GradientNoise:
         return [self.per_sample_variance / b for b in self.batch_sizes]
 
     @property
+    def noise_scale(self) -> float:
+        """B_noise = tr(Sigma) / |G|^2: the batch whose gradient noise equals the signal."""
+        return self.per_sample_variance / self.full_gradient_norm_sq
+
+    @property
     def ratio_to_law(self) -> list[float]:
         return [m / p for m, p in zip(self.variance, self.predicted, strict=True)]
 
@@ -54,6 +59,27 @@ def per_sample_variance(model: nn.Module, x, y, loss_fn, full: torch.Tensor, chu
         grads = per_sample(params, x[start : start + chunk], y[start : start + chunk])
         total += sum(float(g.pow(2).sum()) for g in grads.values())
     return total / len(x) - float(full.pow(2).sum())
+
+
+def noise_scale(model: nn.Module, dataset, loss_fn=None, threads: int | None = None) -> float:
+    """The gradient noise scale B_noise = tr(Sigma) / |G|^2 (McCandlish et al. 2018).
+
+    The batch at which a mini-batch gradient's noise, tr(Sigma)/B, equals the squared
+    length of the true gradient: well below it, doubling the batch nearly halves the
+    updates needed; well above it, a larger batch barely saves any.
+    """
+    loss_fn = loss_fn or nn.CrossEntropyLoss()
+    with torch_threads(threads):
+        x, y = as_tensors(dataset).tensors
+        device = next(model.parameters()).device
+        x, y = x.to(device), y.to(device)
+        was_training = model.training
+        model.eval()
+        full = _flat_grad(model, loss_fn, x, y)
+        sigma2 = per_sample_variance(model, x, y, loss_fn, full)
+        model.zero_grad(set_to_none=True)
+        model.train(was_training)
+    return sigma2 / float(full.pow(2).sum())
 
 
 def measure(

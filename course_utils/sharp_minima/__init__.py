@@ -5,27 +5,29 @@ landed: epsilon-sharpness, the top Hessian eigenvalue, and the loss along the li
 the two solutions (`landscape`), with the test accuracy that goes with them.
 """
 
-from . import charts, exercises
+from . import charts, exercises, results
 from .charts import line_between_solutions, sharpness_by_batch
 from .exercises import check_box_sharpness, check_top_eigenvalue
 from .experiments import (
     along_line,
     build_model,
-    by_batch,
     line_alphas,
     problem,
     sweep_config,
-    table,
     trial_for,
     valley_width,
     with_weights,
 )
 from .landscape import epsilon_sharpness, loss_along_line, top_hessian_eigenvalue
+from .results import by_batch, by_seed, control_config, table
 
 __all__ = [
     "along_line",
     "build_model",
     "by_batch",
+    "by_seed",
+    "control_config",
+    "results",
     "charts",
     "check_box_sharpness",
     "check_top_eigenvalue",

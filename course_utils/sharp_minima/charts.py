@@ -17,52 +17,52 @@ _MEASURES = (
 )
 
 
-def sharpness_by_batch(small: dict, large: dict, labels=("small batch", "large batch")):
+def sharpness_by_batch(sides: dict):
     """Test accuracy and both sharpness measures, one panel each: a dot per seed, the mean
-    as a bar, and a grey line joining the two runs of each seed.
+    as a bar, and a grey line joining the runs of each seed.
 
-    `small` and `large` map "test_acc", "sharpness" and "hessian" to one value per seed
-    (the same seeds, in the same order).
+    `sides` maps a label (say "batch 32") to a dict of "test_acc", "sharpness" and
+    "hessian", one value per seed (the same seeds, in the same order). The accuracy axis
+    starts at 0; each panel's title names the run that ends lowest or highest.
     """
-    fig, axes = new_figure(ncols=3, width=3.6, height=3.4)
+    labels = list(sides)
+    xs = list(range(len(labels)))
+    fig, axes = new_figure(ncols=3, width=3.9, height=3.6)
     for ax, (key, label, scale) in zip(axes, _MEASURES, strict=True):
-        a = [scale * v for v in small[key]]
-        b = [scale * v for v in large[key]]
-        ax.bar([0, 1], [sum(a) / len(a), sum(b) / len(b)], color=PALETTE[:2], alpha=0.35, width=0.6)
-        for i, (u, v) in enumerate(zip(a, b, strict=True)):
-            ax.plot([0, 1], [u, v], color="#999999", lw=1, zorder=2)
+        values = [[scale * v for v in sides[name][key]] for name in labels]
+        means = [sum(v) / len(v) for v in values]
+        ax.bar(xs, means, color=PALETTE[: len(xs)], alpha=0.35, width=0.6)
+        for i, seed in enumerate(zip(*values, strict=True)):
+            ax.plot(xs, seed, color="#999999", lw=1, zorder=2)
             ax.plot(
-                [0, 1],
-                [u, v],
-                "o",
-                ms=6,
-                color=PALETTE[7],
-                zorder=3,
+                xs, seed, "o", ms=6, color=PALETTE[7], zorder=3,
                 label="one seed" if i == 0 else None,
-            )
-        ax.set_xticks([0, 1], labels)
+            )  # fmt: skip
+        ax.set_xticks(xs, [name.replace(", ", ",\n") for name in labels], fontsize=8)
         ax.set_ylabel(label)
         if key == "test_acc":
-            low = min(a + b)
-            ax.set_ylim(max(0.0, low - 10), max(a + b) + 3)
-    axes[0].legend(loc="lower left", fontsize=8)
-    axes[0].set_title("the large batch tests worse", fontsize=10)
-    axes[1].set_title("its box around the minimum rises more", fontsize=10)
-    axes[2].set_title("and its valley curves more", fontsize=10)
-    fig.suptitle(
-        "both fit the training set; the large-batch solution is sharper and generalizes worse"
-    )
+            ax.set_ylim(0, 100)
+            ax.set_title(f"{labels[means.index(min(means))]} tests worst", fontsize=9)
+        else:
+            ax.set_title(f"{labels[means.index(max(means))]} is sharpest", fontsize=9)
+    axes[0].legend(loc="upper right", fontsize=8)
+    fig.suptitle("every run fits the training set: test accuracy and sharpness of each solution")
     fig.tight_layout()
     plt.close(fig)
     return fig
 
 
-def line_between_solutions(alphas, lines: list[dict], labels=("small batch", "large batch")):
+def line_between_solutions(
+    alphas, lines: list[dict], labels=("small batch", "large batch"), rise: float = 1.0
+):
     """Loss and accuracy along (1 - a) * small + a * large, one thin line per seed.
 
     Each entry of `lines` maps "train_loss", "test_loss", "train_acc", "test_acc" to one
     value per alpha. The small-batch solution sits at a=0, the large-batch one at a=1.
+    The title says at which end the training loss rose by `rise` sooner, at every seed.
     """
+    from .experiments import valley_width
+
     fig, (left, right) = new_figure(ncols=2, width=5.2, height=3.8)
     styles = (("train", "-", PALETTE[0]), ("test", "--", PALETTE[3]))
     for i, line in enumerate(lines):
@@ -88,9 +88,17 @@ def line_between_solutions(alphas, lines: list[dict], labels=("small batch", "la
     left.set_yscale("log")
     left.set_ylabel("cross-entropy loss (log)")
     right.set_ylabel("accuracy (%)")
-    fig.suptitle(
-        "walking out of each solution, the loss rises sooner past the large-batch end", y=1.02
-    )
+    try:
+        widths = [[valley_width(alphas, ln["train_loss"], e, rise) for e in (0, 1)] for ln in lines]
+    except ValueError:  # the line was not sampled at both solutions
+        widths = []
+    if widths and all(b < a for a, b in widths):
+        title = f"walking outward, the loss rises sooner past the {labels[1]} end"
+    elif widths and all(a < b for a, b in widths):
+        title = f"walking outward, the loss rises sooner past the {labels[0]} end"
+    else:
+        title = "the loss along the line between the two solutions"
+    fig.suptitle(title, y=1.02)
     fig.tight_layout()
     plt.close(fig)
     return fig

@@ -95,12 +95,15 @@ def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, chunk: int = 40
     return loss / len(x), correct / len(x)
 
 
-def fit(model, prob: Problem, batch_size: int, lr: float, sizes, seed: int = 0) -> dict:
+def fit(
+    model, prob: Problem, batch_size: int, lr: float, sizes, seed: int = 0, schedule=None
+) -> dict:
     """Train until the training loss falls below `sizes.fit_loss`, checked every few passes.
 
     Both runs stop at the same loss, so neither is measured further down its valley than
     the other. The optimizer (and its momentum) lives across the checks; a run that has
     not fit after `sizes.max_steps` updates stops there and says so in `fitted`.
+    `schedule(update)` multiplies the lr, counted over the whole run (a warmup).
     """
     from ..core import training
 
@@ -111,8 +114,15 @@ def fit(model, prob: Problem, batch_size: int, lr: float, sizes, seed: int = 0) 
     epochs, steps, seconds = 0, 0, 0.0
     train_loss, train_acc = evaluate(model, prob.x, prob.y)
     while steps < sizes.max_steps and train_loss > sizes.fit_loss:
+        done = steps
         history = training.train(
-            model, loader, epochs=check_every, lr=lr, optimizer=optimizer, threads=sizes.threads
+            model,
+            loader,
+            epochs=check_every,
+            lr=lr,
+            optimizer=optimizer,
+            lr_schedule=None if schedule is None else (lambda t, done=done: schedule(t + done)),
+            threads=sizes.threads,
         )
         epochs, steps, seconds = (
             epochs + check_every,
@@ -152,7 +162,22 @@ def measure(model, prob: Problem, sizes, seed: int = 0) -> dict:
     }
 
 
-def fit_trial(batch_size: int, seed: int = 0, sizes=None) -> dict:
+def trial_lr(sizes, batch_size: int, lr_rule: str = "own") -> tuple[float, object]:
+    """The lr of a run and its warmup: the profile's own lr for each batch, or (`"linear"`) the
+    small batch's lr scaled by the batch ratio, reached by a warmup of `warmup_updates`."""
+    if lr_rule == "own":
+        return (sizes.small_lr if batch_size == sizes.small_batch else sizes.large_lr), None
+    if lr_rule != "linear":
+        raise ValueError(f"lr_rule must be 'own' or 'linear', got {lr_rule!r}.")
+    k, steps = batch_size / sizes.small_batch, sizes.warmup_updates
+
+    def warmup(t: int) -> float:  # from the small batch's lr up to k times it, then held
+        return 1.0 if t >= steps else 1 / k + (1 - 1 / k) * t / steps
+
+    return sizes.small_lr * k, warmup
+
+
+def fit_trial(batch_size: int, seed: int = 0, sizes=None, lr_rule: str = "own") -> dict:
     """One sweep trial: fit the training set at this batch size, then measure the solution."""
     from ..core import profiles
 
@@ -165,9 +190,9 @@ def fit_trial(batch_size: int, seed: int = 0, sizes=None) -> dict:
     device = torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
     prob = problem(S).to(device)
     model = build_model(S, prob, seed).to(device)
-    lr = S.small_lr if batch_size == S.small_batch else S.large_lr
+    lr, schedule = trial_lr(S, batch_size, lr_rule)
     torch.manual_seed(seed)
-    run = fit(model, prob, batch_size, lr, S, seed)
+    run = fit(model, prob, batch_size, lr, S, seed, schedule)
     return {
         **run,
         **measure(model, prob, S, seed),
@@ -242,39 +267,6 @@ def valley_width(alphas, losses, end: float, rise: float) -> float:
                 return d1
             return d0 + (d1 - d0) * (base + rise - v0) / (v1 - v0)
     return outward[-1][0]
-
-
-def by_batch(result, sizes) -> tuple[dict, dict]:
-    """The sweep's trials as two dicts, small and large batch: metric -> one value per seed.
-
-    Seeds come in the order of `sizes.seeds`, so the i-th small and large values are a
-    pair that started from the same weights.
-    """
-    failed = [t for t in result.trials if not t.ok]
-    if failed:
-        raise RuntimeError(f"{len(failed)} trial(s) failed, first: {failed[0].error}")
-    runs = {(t.params["batch_size"], t.params["seed"]): t.metrics for t in result.trials}
-    sides = []
-    for batch in (sizes.small_batch, sizes.large_batch):
-        metrics = [runs[batch, seed] for seed in sizes.seeds]
-        sides.append({key: [m[key] for m in metrics] for key in metrics[0]})
-    return sides[0], sides[1]
-
-
-def table(small: dict, large: dict, sizes) -> str:
-    """One line per run: how long it took to fit and what it ended with."""
-    lines = [
-        f"{'batch':>5} {'seed':>4} {'epochs':>6} {'updates':>7} {'train loss':>10} "
-        f"{'train acc':>9} {'test acc':>8} {'sharpness %':>11} {'top eig':>7}"
-    ]
-    for batch, side in ((sizes.small_batch, small), (sizes.large_batch, large)):
-        for i, seed in enumerate(sizes.seeds):
-            lines.append(
-                f"{batch:5d} {seed:4d} {side['epochs'][i]:6d} {side['steps'][i]:7d} "
-                f"{side['train_loss'][i]:10.4f} {side['train_acc'][i]:9.4f} "
-                f"{side['test_acc'][i]:8.4f} {side['sharpness'][i]:11.2f} {side['hessian'][i]:7.2f}"
-            )
-    return "\n".join(lines)
 
 
 def line_alphas(sizes) -> list[float]:

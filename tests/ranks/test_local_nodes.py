@@ -9,7 +9,7 @@ import time
 import pytest
 
 from course_utils.core.errors import LaunchError
-from course_utils.ranks.examples import sum_of_ranks, whoami
+from course_utils.ranks.examples import spread_over_nodes, sum_of_ranks, whoami
 from course_utils.ranks.launch import launch, live_children
 from course_utils.ranks.local_nodes import run_local_nodes, torchrun_command
 from course_utils.ranks.torchrun import load_target
@@ -20,6 +20,9 @@ def test_two_torchrun_agents_form_one_job():
     assert [r["rank"] for r in results] == [0, 1]
     assert all(r["world_size"] == 2 and r["backend"] == "gloo" for r in results)
     assert results[0]["pid"] != results[1]["pid"]
+    assert [r["node_rank"] for r in results] == [0, 1]  # two agents, not one with two ranks
+    assert results[0]["parent_pid"] != results[1]["parent_pid"]
+    assert not spread_over_nodes(launch(whoami, 2, backend="gloo"), nnodes=2, per_node=1).ok
 
 
 def test_same_function_under_launch_and_under_torchrun():
@@ -109,3 +112,19 @@ def test_the_agents_leave_no_log_folder_behind(tmp_path, monkeypatch):
     monkeypatch.setenv("TMPDIR", str(tmp_path))  # and the agents' own
     assert run_local_nodes("course_utils.ranks.examples:sum_of_ranks", nnodes=2, echo=False)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_spread_over_nodes_needs_two_agents():
+    """One `launch` with two ranks is one node: the two-agent verdict must print ✗ for it."""
+    two_agents = [
+        {"node_rank": 0, "local_rank": 0, "parent_pid": 10},
+        {"node_rank": 1, "local_rank": 0, "parent_pid": 11},
+    ]
+    assert spread_over_nodes(two_agents, nnodes=2, per_node=1).ok
+    one_node = [
+        {"node_rank": 0, "local_rank": 0, "parent_pid": 10},
+        {"node_rank": 0, "local_rank": 1, "parent_pid": 10},
+    ]
+    assert not spread_over_nodes(one_node, nnodes=2, per_node=1).ok
+    shared_agent = [dict(r, parent_pid=10) for r in two_agents]
+    assert not spread_over_nodes(shared_agent, nnodes=2, per_node=1).ok

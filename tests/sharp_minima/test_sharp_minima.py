@@ -13,7 +13,7 @@ from course_utils.core import profiles
 from course_utils.sgd import sweep
 from course_utils.sharp_minima import charts as plots
 from course_utils.sharp_minima import experiments as sharp_minima
-from course_utils.sharp_minima import landscape
+from course_utils.sharp_minima import landscape, results
 
 TINY = dataclasses.replace(
     profiles.get("cpu").sharp,
@@ -106,7 +106,7 @@ def test_trial_refuses_an_unknown_batch():
 def test_sweep_trials_equal_their_serial_twins(prob):
     """Each trial fitted in a forked process ends at the same weights and measures as here."""
     result = sweep.run(sharp_minima.sweep_config(TINY), jobs=2, trial=sharp_minima.trial_for(TINY))
-    small, large = sharp_minima.by_batch(result, TINY)
+    small, large = results.by_batch(result, TINY)
     for batch, side in ((TINY.small_batch, small), (TINY.large_batch, large)):
         twin = sharp_minima.fit_trial(batch, seed=0, sizes=TINY)
         assert side["steps"][0] == twin["steps"]
@@ -115,7 +115,7 @@ def test_sweep_trials_equal_their_serial_twins(prob):
             assert side[key][0] == pytest.approx(twin[key], rel=1e-6), key
     assert all(small["fitted"] + large["fitted"])
     assert large["steps"][0] < small["steps"][0]
-    assert "sharpness %" in sharp_minima.table(small, large, TINY)
+    assert "sharpness %" in results.table(small, large, TINY)
     a = sharp_minima.with_weights(sharp_minima.build_model(TINY, prob), small["weights"][0])
     b = sharp_minima.with_weights(sharp_minima.build_model(TINY, prob), large["weights"][0])
     alphas = sharp_minima.line_alphas(TINY)
@@ -129,7 +129,8 @@ def test_sweep_trials_equal_their_serial_twins(prob):
         landscape.loss_along_line(a, b, {"train": closure}, alphas)["train"], rel=1e-6
     )
     assert all(math.isfinite(v) for v in line["test_loss"])
-    assert plots.sharpness_by_batch(small, large).axes
+    fig = plots.sharpness_by_batch({"small": small, "large": large})
+    assert fig.axes[0].get_ylim()[0] == 0
     assert plots.line_between_solutions(alphas, [line]).axes
 
 
@@ -140,4 +141,15 @@ def test_a_failed_trial_is_reported():
         trial=sharp_minima.trial_for(dataclasses.replace(TINY, large_batch=-1)),
     )
     with pytest.raises(RuntimeError, match="failed"):
-        sharp_minima.by_batch(result, TINY)
+        results.by_batch(result, TINY)
+
+
+def test_the_control_runs_at_the_small_batchs_lr_over_b_after_a_warmup():
+    lr, warmup = sharp_minima.trial_lr(TINY, TINY.large_batch, "linear")
+    assert lr == pytest.approx(TINY.small_lr * TINY.large_batch / TINY.small_batch)
+    assert warmup(0) == pytest.approx(TINY.small_batch / TINY.large_batch)
+    assert warmup(TINY.warmup_updates) == 1.0
+    assert sharp_minima.trial_lr(TINY, TINY.large_batch) == (TINY.large_lr, None)
+    control = sweep.run(results.control_config(TINY), jobs=1, trial=sharp_minima.trial_for(TINY))
+    side = results.by_seed(control, TINY, TINY.large_batch)
+    assert side["fitted"] == [True]

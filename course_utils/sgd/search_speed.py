@@ -1,0 +1,42 @@
+"""How much sooner a parallel search can finish: the ideal its trials' times allow.
+
+With `jobs` trials at a time on `cores` cores, at most min(jobs, cores) make progress at
+once, and no schedule ends before its longest trial. So the search cannot beat
+sum / max(sum / lanes, longest) over the same trials run one after another; a measured
+speedup is judged against that, not against 1.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..core.checks import verdict
+
+
+def usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def ideal_speedup(trial_seconds: list[float], jobs: int, cores: int | None = None) -> float:
+    """The best speedup over running the trials one after another that any schedule allows."""
+    lanes = max(1, min(jobs, cores or usable_cores()))
+    total = sum(trial_seconds)
+    return total / max(total / lanes, max(trial_seconds)) if total > 0 else 1.0
+
+
+def reached(one_by_one, side_by_side, jobs: int, share: float, cores: int | None = None) -> bool:
+    """Whether two timed searches (SweepResults) came within `share` of the ideal speedup."""
+    ideal = ideal_speedup([t.seconds for t in one_by_one.trials], jobs, cores)
+    return one_by_one.seconds / side_by_side.seconds >= share * ideal
+
+
+def near_ideal(speedup: float, ideal: float, share: float = 0.75):
+    """The measured speedup reaches `share` of the ideal (and beats running one by one)."""
+    return verdict(
+        speedup > 1 and speedup >= share * ideal,
+        f"the parallel search finished at least {share:.0%} as much sooner as its trials' "
+        "times allow",
+    )

@@ -1,0 +1,96 @@
+"""How noisy the path of the weights is, seen through the full-data loss along it.
+
+The loss of the mini-batch an update was computed on is noisy even at lr = 0 (it is a
+sample). What an update's noise does to training shows instead in the loss on the whole
+training set after each update: exact gradient steps lower it at every update, noisy ones
+raise it now and then. `loss_path` records it update by update from given weights;
+`mean_rise` is how much, on average, an update raised it.
+
+`race` gives each method its own best learning rate from a small grid before they are
+compared per second: at one shared lr, the method that lr suits best would win.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+
+from ..core.checks import verdict
+
+
+def loss_path(net, dataset, batch_size: int, lr: float, updates: int, seed=0, threads=None):
+    """The full-data training loss before and after each of `updates` updates of a copy of
+    `net` (the original is untouched): `updates + 1` values."""
+    from ..core import training
+
+    model = copy.deepcopy(net)
+    whole = training.tensor_loader(dataset, 4096, shuffle=False)
+    history = training.train(
+        model,
+        training.tensor_loader(dataset, batch_size, seed=seed),
+        max_steps=updates,
+        lr=lr,
+        eval_loader=whole,
+        eval_every=1,
+        seed=seed,
+        threads=threads,
+    )
+    return history.eval_loss
+
+
+def mean_rise(path: list[float]) -> float:
+    """The mean over updates of how much the loss rose (a fall counts as 0)."""
+    moves = [b - a for a, b in zip(path, path[1:], strict=False)]
+    return sum(max(m, 0.0) for m in moves) / len(moves) if moves else 0.0
+
+
+def noisier_with_smaller_batches(rises: dict, gd: str, sgd: str, minibatch: str, factor=3.0):
+    """Batch-1 SGD's path rises over `factor` x mini-batch's, which rises over `factor` x GD's."""
+    return verdict(
+        rises[sgd] > factor * rises[minibatch] and rises[minibatch] > factor * rises[gd],
+        f"along the path the full-data loss rises {factor:g}x more per batch-1 update than "
+        f"per mini-batch update, and {factor:g}x more per mini-batch update than per GD one",
+    )
+
+
+def race(net, dataset, batches: dict, lrs, seconds: float, per_update: dict, seed=0, threads=None):
+    """Each method (name -> batch size) at each lr for about `seconds` of training, from `net`'s
+    weights; the number of updates comes from its measured seconds `per_update`.
+
+    Returns name -> {"losses": {lr: full-data loss at the end}, "lr": the best lr, "loss":
+    its loss, "seconds": the training time that run took}.
+    """
+    from ..core import training
+
+    whole = training.tensor_loader(dataset, 4096, shuffle=False)
+    out = {}
+    for name, batch in batches.items():
+        steps = max(1, round(seconds / per_update[name]))
+        runs = {}
+        for lr in lrs:
+            history = training.train(
+                copy.deepcopy(net),
+                training.tensor_loader(dataset, batch, seed=seed),
+                max_steps=steps,
+                lr=lr,
+                eval_loader=whole,
+                eval_every=steps,
+                seed=seed,
+                threads=threads,
+            )
+            runs[lr] = history
+        losses = {lr: h.eval_loss[-1] for lr, h in runs.items()}
+        best = min(lrs, key=lambda lr: losses[lr] if math.isfinite(losses[lr]) else math.inf)
+        out[name] = {"losses": losses, "lr": best, "loss": losses[best],
+                     "seconds": runs[best].seconds, "updates": steps}  # fmt: skip
+    return out
+
+
+def wins_race(results: dict, winner: str, margin: float = 0.0):
+    """`winner`, at its best lr, ends with the lowest loss, below each other's by `margin`."""
+    others = [r["loss"] for name, r in results.items() if name != winner]
+    return verdict(
+        all(results[winner]["loss"] < loss - margin for loss in others),
+        "in the same training time, each at its own best lr, mini-batch SGD reaches the "
+        "lowest loss",
+    )

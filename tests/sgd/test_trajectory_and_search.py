@@ -1,0 +1,84 @@
+"""Notebook 01's path-noise, race and parallel-search verdicts: each fed a case where the
+effect is absent prints ✗; the path and the race run for real on a tiny problem."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from course_utils.sgd import search_speed, trajectory
+from course_utils.sgd.sweep import SweepResult, Trial
+
+
+def test_mean_rise_counts_only_rises():
+    assert trajectory.mean_rise([3.0, 2.0, 2.5, 1.0, 1.5]) == (0.5 + 0.5) / 4
+    assert trajectory.mean_rise([3.0, 2.0, 1.0]) == 0.0
+
+
+def test_path_noise_verdict_fails_when_the_paths_are_alike():
+    names = ("gd", "sgd", "mb")
+    assert trajectory.noisier_with_smaller_batches({"gd": 0, "sgd": 0.05, "mb": 0.001}, *names).ok
+    alike = {"gd": 0.0, "sgd": 0.002, "mb": 0.001}  # batch 1 barely noisier than mini-batch
+    assert not trajectory.noisier_with_smaller_batches(alike, *names).ok
+    smooth = {"gd": 0.0, "sgd": 0.05, "mb": 0.0}  # mini-batch as smooth as GD
+    assert not trajectory.noisier_with_smaller_batches(smooth, *names).ok
+
+
+def test_race_verdict_fails_when_another_method_wins():
+    def res(gd, sgd, mb):
+        return {"gd": {"loss": gd}, "sgd": {"loss": sgd}, "mb": {"loss": mb}}
+
+    assert trajectory.wins_race(res(1.7, 1.8, 1.0), "mb", margin=0.1).ok
+    assert not trajectory.wins_race(res(0.95, 1.8, 1.0), "mb", margin=0.1).ok
+    assert not trajectory.wins_race(res(1.05, 1.8, 1.0), "mb", margin=0.1).ok  # within margin
+
+
+def test_path_and_race_run_from_the_same_weights():
+    torch.manual_seed(0)
+    net = torch.nn.Linear(4, 3)
+    before = [p.clone() for p in net.parameters()]
+    data = torch.utils.data.TensorDataset(torch.randn(64, 4), torch.randint(0, 3, (64,)))
+    path = trajectory.loss_path(net, data, 64, 0.1, 5)
+    assert len(path) == 6 and trajectory.mean_rise(path) == 0.0  # full batch, small lr
+    assert all(torch.equal(a, b) for a, b in zip(before, net.parameters(), strict=True))
+    raced = trajectory.race(
+        net, data, {"gd": 64, "mb": 8}, (0.01, 0.1), 0.01, {"gd": 1e-3, "mb": 1e-3}
+    )
+    assert raced["gd"]["updates"] == 10 and raced["gd"]["lr"] in (0.01, 0.1)
+    assert all(math.isfinite(r["loss"]) for r in raced.values())
+
+
+def _result(seconds, jobs, wall):
+    trials = [Trial(i, {"batch_size": 8}, {"val_loss": 1.0}) for i in range(len(seconds))]
+    for t, s in zip(trials, seconds, strict=True):
+        t.start, t.end = 0.0, s
+    return SweepResult({"spec": {"metric": "val_loss"}}, jobs, wall, trials)
+
+
+def test_ideal_speedup_is_bounded_by_lanes_and_the_longest_trial():
+    assert search_speed.ideal_speedup([1.0] * 4, jobs=2, cores=2) == 2.0
+    assert search_speed.ideal_speedup([1.0] * 4, jobs=4, cores=2) == 2.0  # cores cap the lanes
+    assert search_speed.ideal_speedup([3.0, 1.0], jobs=2, cores=2) == 4 / 3  # the longest
+    assert search_speed.ideal_speedup([1.0] * 4, jobs=1, cores=8) == 1.0
+
+
+def test_near_ideal_fails_for_a_barely_faster_search():
+    assert search_speed.near_ideal(1.9, 2.0, 0.75).ok
+    assert not search_speed.near_ideal(1.1, 2.0, 0.75).ok  # sooner, but far from the ideal
+    assert not search_speed.near_ideal(0.9, 1.0, 0.75).ok  # slower than one by one
+
+
+def test_reached_compares_two_timed_searches_with_their_ideal():
+    alone = _result([1.0] * 4, 1, 4.0)
+    assert search_speed.reached(alone, _result([1.0] * 4, 2, 2.1), 2, 0.75, cores=2)
+    assert not search_speed.reached(alone, _result([1.6] * 4, 2, 3.3), 2, 0.75, cores=2)
+
+
+def test_report_panel_titles_follow_the_data():
+    from course_utils.sgd import charts
+
+    fig = charts.runtime_and_accuracy([8, 32], [0.3, 0.1], [0.7, 0.6], lr=0.01)
+    assert [ax.get_title() for ax in fig.axes][0] == "larger batches finish an epoch faster"
+    fig = charts.runtime_and_accuracy([8, 32], [0.1, 0.3], [0.6, 0.7], lr=0.01)
+    assert [ax.get_title() for ax in fig.axes] == ["time per epoch", "test accuracy, lr of 0.01"]
