@@ -16,12 +16,13 @@ from .charts import (
 )
 from .exercises import check_sgd_epoch, check_sweep_config, check_updates_per_epoch
 from .gradient_noise import measure as measure_gradient_noise
-from .sweep import SweepConfigError, SweepResult, train_trial
+from .sweep import SweepConfigError, SweepResult, read_config, train_trial
 from .sweep import run as run_sweep
 
 __all__ = [
     "SweepConfigError",
     "SweepResult",
+    "read_config",
     "charts",
     "critical_batch",
     "check_sgd_epoch",

@@ -28,7 +28,10 @@ from ..ranks import processes
 from .sweep_config import SweepConfigError, resolve_trial, trials_from, validate
 from .trials import train_trial
 
-__all__ = ["SweepConfigError", "SweepResult", "Trial", "cli", "run", "train_trial", "validate"]
+__all__ = [
+    "SweepConfigError", "SweepResult", "Trial", "cli", "read_config", "run", "train_trial",
+    "validate",
+]  # fmt: skip
 
 
 @dataclass
@@ -233,6 +236,19 @@ def _exit_reason(process) -> str:
     return f"the trial process {processes.exit_reason(process.exitcode)} before returning metrics"
 
 
+def read_config(path) -> dict:
+    """A sweep config from its JSON file (the report's Comet `optim.config` too)."""
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except FileNotFoundError:
+        raise SweepConfigError(f"no config file {str(path)!r}.") from None
+    except OSError as exc:  # a directory, no permission
+        raise SweepConfigError(f"cannot read the config {str(path)!r} ({exc.strerror}).") from None
+    except json.JSONDecodeError as exc:
+        raise SweepConfigError(f"{path} is not valid JSON ({exc}).") from None
+
+
 def cli(args) -> int:
     """`python -m course_utils sweep CONFIG.json -j N [--json]`: 0 when a trial succeeded."""
     if args.jobs < 1:
@@ -242,16 +258,9 @@ def cli(args) -> int:
         )
         return 2
     try:
-        with open(args.config) as f:
-            config = json.load(f)
-    except FileNotFoundError:
-        print(f"sweep: no config file {args.config!r}.", file=sys.stderr)
-        return 2
-    except OSError as exc:  # a directory, no permission
-        print(f"sweep: cannot read the config {args.config!r} ({exc.strerror}).", file=sys.stderr)
-        return 2
-    except json.JSONDecodeError as exc:
-        print(f"sweep: {args.config} is not valid JSON ({exc}).", file=sys.stderr)
+        config = read_config(args.config)
+    except SweepConfigError as exc:
+        print(f"sweep: {exc}", file=sys.stderr)
         return 2
     try:
         result = run(config, jobs=args.jobs)
