@@ -36,6 +36,9 @@ class Profile:
     dataset: str  # "mnist1d" or "cifar10"
     model: str  # the model the training notebooks use by default
     launch_timeout: float  # seconds before a stuck launch is stopped
+    # the network the timing lessons run over: "real", or an emulated one ("100mbit,2ms");
+    # see course_utils.ranks.link and `default_link` below
+    link: str = "real"
     sgd: SgdSizes = field(default_factory=SgdSizes)
     collectives: CollectivesSizes = field(default_factory=CollectivesSizes)
     pipeline: PipelineSizes = field(default_factory=PipelineSizes)
@@ -55,6 +58,7 @@ PROFILES = {
         dataset="mnist1d",
         model="mlp",
         launch_timeout=120.0,
+        link="100mbit,2ms",
         sgd=SgdSizes(
             epochs=10,
             batch_sizes=(8, 32, 128, 512),
@@ -94,6 +98,9 @@ PROFILES = {
         collectives=CollectivesSizes(
             world_sizes=(2, 4),
             message_bytes=(1 << 10, 1 << 15, 1 << 20, 1 << 24, 1 << 26),
+            pingpong_bytes=(1 << 10, 1 << 15, 1 << 20, 1 << 24, 1 << 26),
+            real_world_sizes=(2, 4),
+            busbw_world_size=2,
             repeats=10,
             check_world_sizes=(1, 2, 3, 4),
             exercise_timeout=30.0,
@@ -193,6 +200,20 @@ def fit_to_gpus(profile: Profile, gpus: int) -> Profile:
         split_world_sizes=tuple(n for n in ddp.split_world_sizes if n <= gpus) or (1,),
     )
     return replace(profile, world_size=min(profile.world_size, gpus), ddp=fitted_ddp)
+
+
+def default_link() -> str:
+    """The link the timing lessons use unless told otherwise: the current profile's.
+
+    `cpu`: an emulated 100 Mbit/s link with 2 ms latency, Fast-Ethernet bandwidth with
+    the latency of a shared, switched network (or Wi-Fi). Its wire time must dominate
+    what 8 ranks on 2 cores really cost each other: a message's 2 ms is 10x what a woken
+    gloo rank needs on an idle laptop, and a 1 MB message's 84 ms dwarfs a memory copy,
+    so scheduling stays out of the timings; and it is slow enough that the lessons'
+    messages (1 KB to 1 MB) span the latency- and the bandwidth-bound regimes in
+    seconds. `gpu`: the real link (NCCL over NVLink or PCIe), no emulation.
+    """
+    return current().link
 
 
 def current() -> Profile:
