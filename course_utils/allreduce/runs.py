@@ -135,6 +135,7 @@ def _pingpong_times(nbytes: tuple, repeats: int) -> list[float]:
         times = []
         for i in range(repeats + 1):
             dist.barrier()
+            links.restart()
             start = time.perf_counter()
             if rank == 0:
                 links.send(buf, 1)
@@ -206,6 +207,7 @@ def _time_table(nbytes: tuple, repeats: int, algorithms: tuple, warm_every_size:
 def _time_once(name: str, x: torch.Tensor) -> float:
     work = x.clone()
     dist.barrier()
+    links.restart()
     start = time.perf_counter()
     if name == BUILTIN:
         links.all_reduce(work)

@@ -9,23 +9,23 @@ through gloo, and each message's wire time, alpha + bytes / bandwidth, is added 
 
 Each rank has one full-duplex link. Messages it sends queue on its way out (a send waits
 until the wire has carried every earlier one), and messages that arrive together queue on
-its way in (a server receiving from N-1 workers takes N-1 wire times). The course's own
-send paths (`send`, `recv`, `post`, `all_reduce`) and the DDP hook (`allreduce_hook`) pay
-it; `active(link)` switches it on inside a rank. With the real link they are plain gloo.
+its way in (a server receiving from N-1 workers takes N-1 wire times); `link_clock` keeps
+that time, so that a late wake-up does not add to the next message. The course's own
+send paths (`send`, `recv`, `post`, `all_reduce`) and the DDP hook (`link_hook`) pay it;
+`active(link)` switches it on inside a rank. With the real link they are plain gloo.
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
-import queue
 import re
-import threading
-import time
 from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
+
+from .link_clock import Clock
 
 __all__ = [
     "REAL",
@@ -33,14 +33,15 @@ __all__ = [
     "active",
     "add_argument",
     "all_reduce",
-    "allreduce_hook",
     "current",
     "parse",
     "post",
     "recv",
     "resolve",
+    "restart",
     "ring_allreduce_seconds",
     "send",
+    "wire_deadline",
 ]
 
 
@@ -131,24 +132,8 @@ def ring_allreduce_seconds(link: Link, nbytes: float, world: int) -> float:
     return 2 * (world - 1) * link.wire_seconds(nbytes / world)
 
 
-class _Clock:
-    """When this rank's outgoing and incoming wire is next free (time.perf_counter)."""
-
-    def __init__(self):
-        self.out = self.into = 0.0
-
-    def reserve_out(self, seconds: float) -> float:
-        self.out = max(time.perf_counter(), self.out) + seconds
-        return self.out
-
-    def account_in(self, seconds: float) -> float:
-        """A message that just arrived took `seconds` on the wire; one that arrived together
-        with it must wait until the wire had carried this one too."""
-        self.into = max(self.into, time.perf_counter() - seconds) + seconds
-        return self.into
-
-
-_state = {"link": REAL, "clock": _Clock()}
+_state = {"link": REAL, "clock": Clock()}
+STAMP_TAG = 1 << 24  # added to a message's tag for the stamp that travels with it
 
 
 def current() -> Link:
@@ -160,124 +145,104 @@ def current() -> Link:
 def active(link: Link | str | None):
     """Inside a rank: make the course's sends pay `link`'s wire time, on fresh wires."""
     previous = _state["link"], _state["clock"]
-    _state["link"], _state["clock"] = parse(link), _Clock()
+    _state["link"], _state["clock"] = parse(link), Clock()
     try:
         yield _state["link"]
     finally:
         _state["link"], _state["clock"] = previous
 
 
-def _sleep_until(deadline: float) -> None:
-    left = deadline - time.perf_counter()
-    if left > 0:
-        time.sleep(left)
+def restart() -> None:
+    """Line this rank's link clock up with the real time (call it right after a barrier)."""
+    _state["clock"].restart()
 
 
 def _nbytes(t: torch.Tensor) -> int:
     return t.numel() * t.element_size()
 
 
+def _stamp(t: torch.Tensor, value: float = 0.0) -> torch.Tensor:
+    return torch.tensor([value], dtype=torch.float64, device=t.device)
+
+
 def send(t: torch.Tensor, peer: int, tag: int = 0) -> None:
-    """`dist.send`, after the wire has carried the message (and every earlier one)."""
+    """`dist.send`: returns when the wire has carried the message (after every earlier one)."""
     link = current()
-    if link.emulated:
-        _sleep_until(_state["clock"].reserve_out(link.wire_seconds(_nbytes(t))))
-    dist.send(t, peer, tag=tag)
+    if not link.emulated:
+        dist.send(t, peer, tag=tag)
+        return
+    clock = _state["clock"]
+    arrives = clock.send(link.wire_seconds(_nbytes(t)))
+    stamp = _stamp(t, arrives)
+    for request in [dist.isend(t, peer, tag=tag), dist.isend(stamp, peer, tag=tag + STAMP_TAG)]:
+        request.wait()
+    clock.wait_until(arrives)
 
 
 def recv(t: torch.Tensor, peer: int | None = None, tag: int = 0) -> int:
-    """`dist.recv` (from anyone when `peer` is None); waits while messages queue on the way in."""
-    sender = dist.recv(t, peer, tag=tag)
+    """`dist.recv` (from anyone when `peer` is None): returns when the last byte has arrived
+    over this rank's incoming wire, which carries one message at a time."""
     link = current()
-    if link.emulated:
-        _sleep_until(_state["clock"].account_in(link.wire_seconds(_nbytes(t))))
+    if not link.emulated:
+        return dist.recv(t, peer, tag=tag)
+    clock = _state["clock"]
+    clock.advance()
+    sender = dist.recv(t, peer, tag=tag)
+    stamp = _stamp(t)
+    dist.recv(stamp, sender, tag=tag + STAMP_TAG)
+    clock.wait_until(clock.received(link.wire_seconds(_nbytes(t)), stamp.item()))
     return sender
 
 
 def post(*ops: tuple) -> None:
     """Post ("send" | "recv", tensor, peer) ops together and wait for all of them.
 
-    The sends go out one after another on this rank's wire, the receives come in one after
-    another. NCCL needs a send and a receive to one peer grouped (`batch_isend_irecv`), or
-    both ranks wait for each other; gloo's plain isend/irecv are faster, so it gets those.
+    NCCL needs a send and a receive to one peer grouped (`batch_isend_irecv`), or both
+    ranks wait for each other; gloo's plain isend/irecv are faster, so it gets those. Over
+    an emulated link each send carries its stamp, and the rank is done when its last send
+    has left and its last receive has arrived.
     """
     link = current()
+    messages = [(kind, t, peer, 0) for kind, t, peer in ops]
     if link.emulated:
         clock = _state["clock"]
-        out = [clock.reserve_out(link.wire_seconds(_nbytes(t))) for k, t, _ in ops if k == "send"]
-        _sleep_until(max(out, default=0.0))
+        stamps = [
+            _stamp(t, clock.send(link.wire_seconds(_nbytes(t))) if kind == "send" else 0.0)
+            for kind, t, _ in ops
+        ]
+        messages += [(k, s, p, STAMP_TAG) for (k, _, p), s in zip(ops, stamps, strict=True)]
     kinds = {"send": dist.isend, "recv": dist.irecv}
     if dist.get_backend() == "nccl":
-        requests = dist.batch_isend_irecv([dist.P2POp(kinds[k], t, p) for k, t, p in ops])
+        p2p = [dist.P2POp(kinds[k], t, p, tag=tag) for k, t, p, tag in messages]
+        requests = dist.batch_isend_irecv(p2p)
     else:
-        requests = [kinds[k](t, p) for k, t, p in ops]
+        requests = [kinds[k](t, p, tag=tag) for k, t, p, tag in messages]
     for request in requests:
         request.wait()
     if link.emulated:
-        clock = _state["clock"]
-        into = [clock.account_in(link.wire_seconds(_nbytes(t))) for k, t, _ in ops if k == "recv"]
-        _sleep_until(max(into, default=0.0))
+        sent = [s.item() for (k, _, _), s in zip(ops, stamps, strict=True) if k == "send"]
+        arrivals = sorted(  # the incoming wire carries them in the order they come
+            (s.item(), link.wire_seconds(_nbytes(t)))
+            for (k, t, _), s in zip(ops, stamps, strict=True)
+            if k == "recv"
+        )
+        done = [clock.received(seconds, moment) for moment, seconds in arrivals]
+        clock.wait_until(max(sent + done, default=0.0))
 
 
 def all_reduce(t: torch.Tensor) -> torch.Tensor:
-    """`dist.all_reduce(t)` (sum), then the wire time a ring would take on this link."""
+    """`dist.all_reduce(t)` (sum), done when a ring on this link would be done."""
     link = current()
-    deadline = 0.0
-    if link.emulated:
-        wire = ring_allreduce_seconds(link, _nbytes(t), dist.get_world_size())
-        deadline = _state["clock"].reserve_out(wire)
+    if not link.emulated:
+        dist.all_reduce(t)
+        return t
+    clock = _state["clock"]
+    done = clock.send(ring_allreduce_seconds(link, _nbytes(t), dist.get_world_size()))
     dist.all_reduce(t)
-    _sleep_until(deadline)
+    clock.wait_until(done)
     return t
 
 
-class _Wire(threading.Thread):
-    """Hands each finished allreduce to DDP only when the emulated wire has carried it.
-
-    A daemon thread, so the training thread goes on with the backward pass meanwhile:
-    buckets queue on the link the way they queue on a real network card.
-    """
-
-    def __init__(self):
-        super().__init__(daemon=True, name="emulated-link")
-        self.jobs: queue.Queue = queue.Queue()
-
-    def run(self) -> None:
-        while True:
-            deadline, work, out = self.jobs.get()
-            try:
-                value = work.wait()
-                _sleep_until(deadline)
-                out.set_result(value[0] if isinstance(value, list) else value)
-            except Exception as error:  # noqa: BLE001 - handed to the waiting DDP
-                out.set_exception(error)
-
-
-_wire: list[_Wire] = []
-
-
-def _wire_thread() -> _Wire:
-    if not _wire or not _wire[0].is_alive():
-        _wire[:] = [_Wire()]
-        _wire[0].start()
-    return _wire[0]
-
-
-def allreduce_hook(link: Link | None, bucket):
-    """A DDP communication hook: average the bucket through gloo, over `link`'s wire.
-
-    `model.register_comm_hook(link, allreduce_hook)`; with the real link (or None) it is
-    DDP's own allreduce hook. It returns a torch.futures.Future of the averaged bucket
-    (unannotated: DDP rejects a string annotation, which `from __future__` makes).
-    """
-    buffer = bucket.buffer()
-    world = dist.get_world_size()
-    buffer.div_(world)
-    work = dist.all_reduce(buffer, async_op=True).get_future()
-    link = link or REAL
-    if not link.emulated:
-        return work.then(lambda fut: fut.value()[0])
-    deadline = _state["clock"].reserve_out(ring_allreduce_seconds(link, _nbytes(buffer), world))
-    out = torch.futures.Future()
-    _wire_thread().jobs.put((deadline, work, out))
-    return out
+def wire_deadline(seconds: float) -> float:
+    """Reserve this rank's outgoing wire for `seconds`; when it will be free (for hooks)."""
+    return _state["clock"].send(seconds)
