@@ -18,6 +18,7 @@ from ..ranks.launch import launch
 from .algorithms import ALGORITHMS, Trace, known
 
 BUILTIN = "builtin"
+LONG = 0.15  # seconds: over an emulated link, a run this long is timed only once
 
 
 def traced_run(
@@ -188,7 +189,8 @@ def _time_on_rank(nbytes: tuple, repeats: int, algorithms: tuple, link: links.Li
 
 def _time_table(nbytes: tuple, repeats: int, algorithms: tuple, warm_every_size: bool) -> dict:
     """The first round warms up buffers and connections: at every size on the real link,
-    once on an emulated one (where a round at the largest size costs seconds)."""
+    once on an emulated one (where a round at the largest size costs seconds). There a
+    size whose every run took over LONG seconds is timed once: its wire hides the noise."""
     table = {name: [] for name in algorithms}
     for k, n in enumerate(nbytes):
         x = torch.ones(max(1, n // 4), dtype=torch.float32, device=device())
@@ -199,6 +201,8 @@ def _time_table(nbytes: tuple, repeats: int, algorithms: tuple, warm_every_size:
                 seconds = _time_once(name, x)
                 if i >= warm:
                     times[name].append(seconds)
+            if i >= warm and not warm_every_size and min(t[-1] for t in times.values()) > LONG:
+                break  # every rank saw the same (slowest-rank) times, so all stop here
         for name in algorithms:
             table[name].append(min(times[name]))
     return table

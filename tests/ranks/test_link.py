@@ -139,3 +139,22 @@ def test_late_wakeups_hide_behind_the_wire_instead_of_adding_up():
     elapsed = max(launch(_pingpong_with_late_wakeups, 2, args=(SLOW,), backend="gloo"))
     wire = link.parse(SLOW).wire_seconds(10_000)
     assert 8 * wire <= elapsed < 8 * wire + 0.02  # not + 8 x 5 ms
+
+
+def _odd_sizes_and_dtypes(spec: str) -> list:
+    """Chunks whose byte counts are not multiples of 8, in several dtypes, both ways."""
+    other = 1 - dist.get_rank()
+    got = []
+    with link.active(spec):
+        for dtype in (torch.float32, torch.int64, torch.float16, torch.uint8):
+            mine = (torch.arange(13) * (dist.get_rank() + 1)).to(dtype)
+            theirs = torch.empty(13, dtype=dtype)
+            link.post(("send", mine[:7], other), ("recv", theirs[:7], other))
+            got.append(theirs[:7].clone())
+    return got
+
+
+def test_packed_stamps_keep_every_dtype_and_odd_length_intact():
+    for rank, got in enumerate(launch(_odd_sizes_and_dtypes, 2, args=(SLOW,), backend="gloo")):
+        for t in got:
+            assert t.tolist() == [i * (2 - rank) for i in range(7)]
