@@ -4,7 +4,7 @@ Parameter server, tree, butterfly and ring (`algorithms`), traced round by round
 against `dist.all_reduce` (`runs`, `explorer`), and compared with the alpha-beta cost
 model fitted on the learner's machine (`cost_model`), over an emulated network
 (`ranks.link`) whose wire, not the shared cores, sets the time (`verdicts`, `link_charts`,
-`link_dial`).
+`dial`).
 """
 
 from ..ranks import link
@@ -17,10 +17,10 @@ from .charts import (
     bytes_per_rank_bars,
     pingpong_fit,
 )
+from .dial import link_dial
 from .exercises import check_ring, check_tree
 from .explorer import step_through
 from .link_charts import bus_bandwidth_sweep, real_beside_emulated, time_against_ranks
-from .link_dial import link_dial
 from .runs import BUILTIN, compare_with_builtin, pingpong, time_allreduce, traced_run
 
 __all__ = [
