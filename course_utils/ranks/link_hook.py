@@ -17,7 +17,7 @@ import torch.distributed as dist
 
 from .link import REAL, Link, ring_allreduce_seconds, wire_deadline
 
-__all__ = ["allreduce_hook"]
+__all__ = ["allreduce_hook", "deliver_after"]
 
 
 class _Wire(threading.Thread):
@@ -50,6 +50,13 @@ def _wire_thread() -> _Wire:
     return _wire[0]
 
 
+def deliver_after(deadline: float, work: torch.futures.Future) -> torch.futures.Future:
+    """A future with `work`'s value (its first tensor), set no earlier than `deadline`."""
+    out = torch.futures.Future()
+    _wire_thread().jobs.put((deadline, work, out))
+    return out
+
+
 def allreduce_hook(link: Link | None, bucket):
     """Average the bucket through gloo, over `link`'s wire (None or real: DDP's own hook).
 
@@ -64,7 +71,4 @@ def allreduce_hook(link: Link | None, bucket):
     if not link.emulated:
         return work.then(lambda fut: fut.value()[0])
     nbytes = buffer.numel() * buffer.element_size()
-    deadline = wire_deadline(ring_allreduce_seconds(link, nbytes, world))
-    out = torch.futures.Future()
-    _wire_thread().jobs.put((deadline, work, out))
-    return out
+    return deliver_after(wire_deadline(ring_allreduce_seconds(link, nbytes, world)), work)

@@ -10,6 +10,7 @@ from course_utils.core.gpus import visible_gpus
 from course_utils.ddp import cost as ddp_timing
 from course_utils.ddp import equivalence as dp
 from course_utils.ddp import experiments as ddp_runs
+from course_utils.ddp.data_parallel import data_parallel_vs_one_device
 from course_utils.ranks.local_nodes import run_local_nodes
 
 
@@ -103,4 +104,4 @@ def test_ddp_training_script_runs_as_a_two_node_torchrun_job():
 def test_data_parallel_needs_two_gpus():
     if visible_gpus().count >= 2:
         pytest.skip("this machine has GPUs")
-    assert ddp_timing.data_parallel_vs_one_device() is None
+    assert data_parallel_vs_one_device() is None
