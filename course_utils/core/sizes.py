@@ -94,10 +94,10 @@ class DataParallelSizes:
     scaling_per_rank_batches: tuple[int, ...] = (4, 16, 64, 256)
     scaling_base_lr: float = 0.05  # at the smallest effective batch
     scaling_epochs: int = 3
-    overhead_world_size: int = 2
-    overhead_per_rank_batch: int = 4  # tiny, as in a naive run: a sync every few samples
-    overhead_samples_per_rank: int = 1024
-    accumulate: int = 8
+    overhead_world_size: int = 2  # no more ranks than cores: compute stays honest
+    overhead_per_rank_batch: int = 16  # small, as in a naive run: a sync every few samples
+    overhead_samples_per_rank: int = 512
+    accumulate: int = 4  # no_sync: 4 micro-batches of 4, the same effective batch
     split_global_batch: int = 1024  # the lecture's question
     split_world_sizes: tuple[int, ...] = (1, 2, 4, 8)
     split_samples_per_rank: int = 4096
