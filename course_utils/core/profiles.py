@@ -135,6 +135,7 @@ PROFILES = {
             scaling_base_lr=0.001,
             scaling_epochs=10,
             overhead_world_size=4,
+            overlap_link="real",
         ),
         sharp=SharpMinimaSizes(
             hidden=None,

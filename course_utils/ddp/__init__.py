@@ -13,6 +13,7 @@ from .charts import (
     backward_overlap,
     compute_vs_communication,
     curves_overlaid,
+    overlap_saving_bars,
     step_breakdown,
     step_losses,
 )
@@ -22,6 +23,7 @@ from .equivalence import Setup, average_gradients
 from .equivalence import equivalence as run_equivalence
 from .exercises import check_average_gradients, check_updates_per_epoch
 from .experiments import compare_with_single, lr_scaling, split_global_batch
+from .overlap import overlap_saving
 
 __all__ = [
     "Setup",
@@ -39,6 +41,8 @@ __all__ = [
     "lr_scaling",
     "measure",
     "measure_single",
+    "overlap_saving",
+    "overlap_saving_bars",
     "overlap_timeline",
     "run_equivalence",
     "split_global_batch",

@@ -26,6 +26,7 @@ from ..ranks.bootstrap import device
 from ..ranks.launch import launch
 from ..ranks.link import REAL
 from .equivalence import Setup, build_model, load_data, rank_loader, wrap
+from .overlap import stacked_mlp
 from .wire import OnLink, on_link_hook, powersgd_state
 
 WARMUP_UPDATES = 3  # untimed: the first updates allocate memory and build DDP's buckets
@@ -240,10 +241,7 @@ def overlap_timeline(
 
 def _overlap_rank(layers: int, width: int, batch: int, bucket_cap_mb: float, steps: int) -> dict:
     torch.manual_seed(0)
-    blocks = []
-    for i in range(layers):
-        blocks += [nn.Linear(width, width), nn.ReLU()] if i < layers - 1 else [nn.Linear(width, 10)]
-    net = nn.Sequential(*blocks)
+    net = stacked_mlp(layers, width)
     model = wrap(net, bucket_cap_mb=bucket_cap_mb)
     recorder = _Recorder(HOOKS["allreduce"])
     model.register_comm_hook(recorder, recording_hook)

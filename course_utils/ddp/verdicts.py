@@ -8,7 +8,13 @@ from __future__ import annotations
 
 from ..core.checks import Verdict, verdict
 
-__all__ = ["equal_effective_batch", "no_sync_saves_no_syncs", "saving", "slower_than"]
+__all__ = [
+    "equal_effective_batch",
+    "no_sync_saves_no_syncs",
+    "overlap_saves",
+    "saving",
+    "slower_than",
+]
 
 
 def saving(baseline, fix) -> float:
@@ -37,4 +43,15 @@ def no_sync_saves_no_syncs(naive, accumulated, tolerance: float = 0.15) -> Verdi
         accumulated.syncs == naive.syncs and abs(ratio - 1) <= tolerance,
         f"at an equal effective batch no_sync makes as many syncs as naive DDP and takes its "
         f"time (within {tolerance:.0%}): it saves memory, not communication",
+    )
+
+
+def overlap_saves(result: dict, share: float = 0.5) -> Verdict:
+    """Overlapping hides at least `share` of what it could: the smaller of the backward pass
+    and the communication (`result` from `overlap.overlap_saving`)."""
+    could = min(result["compute"], result["communication"])
+    return verdict(
+        result["saving"] >= share * could,
+        f"overlapping the all-reduces with the backward pass saves at least {share:.0%} of the "
+        "shorter of the two, against backward first and then all the communication",
     )

@@ -61,3 +61,16 @@ def test_ddp_verdicts_fail_where_the_effect_is_absent():
     bigger_batch = _T("no_sync x8 at 8x the batch", 0.05, batch=256, syncs=4)
     assert not verdicts.no_sync_saves_no_syncs(naive, bigger_batch).ok
     assert verdicts.saving(naive, _T("fp16", 0.35)) == pytest.approx(0.05)
+
+
+def test_overlap_saving_is_measured_and_its_verdict_fails_without_overlap():
+    from course_utils.ddp import verdicts
+    from course_utils.ddp.overlap import overlap_saving
+
+    result = overlap_saving(layers=4, width=128, batch=64, bucket_cap_mb=0.05, link="1gbit,2ms")
+    assert result["buckets"] > 1
+    assert result["sequential"] == pytest.approx(result["compute"] + result["communication"])
+    assert result["overlapped"] >= 0.9 * result["communication"]
+    assert verdicts.overlap_saves(result).ok
+    none = {**result, "overlapped": result["sequential"], "saving": 0.0}
+    assert not verdicts.overlap_saves(none).ok
