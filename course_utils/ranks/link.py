@@ -34,6 +34,9 @@ __all__ = [
     "add_argument",
     "all_reduce",
     "current",
+    "irecv",
+    "isend",
+    "now",
     "parse",
     "post",
     "recv",
@@ -141,14 +144,53 @@ def current() -> Link:
 
 
 @contextlib.contextmanager
-def active(link: Link | str | None):
-    """Inside a rank: make the course's sends pay `link`'s wire time, on fresh wires."""
+def active(link: Link | str | None, virtual: bool = False):
+    """Inside a rank: make the course's sends pay `link`'s wire time, on fresh wires.
+
+    `virtual`: time is this rank's CPU time plus the wire, never the real time it spent
+    descheduled (for compute measured as if every rank had a core of its own; see `now`).
+    """
     previous = _state["link"], _state["clock"]
-    _state["link"], _state["clock"] = parse(link), Clock()
+    _state["link"], _state["clock"] = parse(link), Clock(math.inf) if virtual else Clock()
     try:
         yield _state["link"]
     finally:
         _state["link"], _state["clock"] = previous
+
+
+def now() -> float:
+    """This rank's time on the link clock: real time, or under `active(..., virtual=True)`
+    its own CPU time plus every wait for the wire."""
+    return _state["clock"].advance()
+
+
+class _Received:
+    def __init__(self, buffer, t, handle, seconds):
+        self.buffer, self.t, self.handle, self.seconds = buffer, t, handle, seconds
+
+    def wait(self) -> None:
+        """The data is here, and this rank's clock has moved to when its last byte arrived."""
+        self.handle.wait()
+        clock = _state["clock"]
+        clock.wait_until(clock.received(self.seconds, _unpacked(self.buffer, self.t)))
+
+
+def isend(t: torch.Tensor, peer: int, tag: int = 0):
+    """`dist.isend` over the link: the message queues on this rank's outgoing wire."""
+    link = current()
+    if not link.emulated:
+        return dist.isend(t, peer, tag=tag)
+    arrives = _state["clock"].send(link.wire_seconds(_nbytes(t)))
+    return dist.isend(_packed(t, arrives), peer, tag=tag)
+
+
+def irecv(t: torch.Tensor, peer: int, tag: int = 0):
+    """`dist.irecv` over the link: its `wait()` returns when the last byte has arrived."""
+    link = current()
+    if not link.emulated:
+        return dist.irecv(t, peer, tag=tag)
+    buffer = _packed(t)
+    return _Received(buffer, t, dist.irecv(buffer, peer, tag=tag), link.wire_seconds(_nbytes(t)))
 
 
 def restart() -> None:
