@@ -60,8 +60,8 @@ class CollectivesSizes:
 class PipelineSizes:
     """Notebook 06: model parallelism, pipeline schedules and the bubble.
 
-    Ops are padded with sleep to a slot, so the schedule, not core contention, sets the
-    timelines; slots long against the few-millisecond hand-offs keep the bubble honest.
+    The pictures pad ops with sleep to a slot (an illustration of the schedule); the
+    bubble is measured with real compute on the ranks' link clocks (`real_*`).
     """
 
     stages: int = 4  # K for the bubble sweep, 1F1B vs GPipe and the unbalanced pipeline
@@ -76,6 +76,12 @@ class PipelineSizes:
     heavy_factor: float = 2.0
     micro_batch_size: int = 8  # samples per micro-batch (MNIST-1D)
     hidden: int = 32  # width of the small real layer inside every stage
+    real_width: int = 3072  # real-compute bubble: equal stages of this width (~30 ms forward)
+    real_micro_batch_size: int = 128
+    real_repeats: int = 1  # timed on each rank's link clock (CPU time + waits): no noise to damp
+    # stages sharing 2 cores differ by a few % in CPU time per op, and the slowest sets the
+    # pace: at M=16 that alone puts the bubble 10-17% over the formula (design.md: 15%)
+    bubble_tolerance: float = 0.25
     tp_ranks: int = 2  # ranks a layer's neurons are split over
     tp_widths: tuple[int, ...] = (40, 64, 64, 64, 10)  # MNIST-1D in, 10 classes out
     tp_batch: int = 32
