@@ -128,6 +128,10 @@ class ParamServerSizes:
     eval_samples: int = 2000  # test samples each kept copy is evaluated on
     compare_updates: int = 100  # synchronous server against allreduce and one process
     traffic_workers: tuple[int, ...] = (2, 3, 4)
+    scaling_workers: tuple[int, ...] = (2, 4)  # sync server time per update, over the link
+    scaling_servers: tuple[int, ...] = (1, 2)
+    scaling_hidden: int = 512  # a model big enough that its bytes, not latency, load the link
+    scaling_updates: int = 6
     traffic_updates: int = 5
     kill_worker: int = 2
     kill_after: int = 30  # gradients the doomed worker pushes before it is killed

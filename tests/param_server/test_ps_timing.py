@@ -21,3 +21,18 @@ def test_time_axis_is_logarithmic_and_title_comes_from_the_runs():
     assert fig.axes[1].get_xscale() == "log"
     title = fig._suptitle.get_text()
     assert "first to finish: sync (0.3 s" in title and "3.3 s for sync, straggler" in title
+
+
+def test_server_scaling_verdicts_fail_where_the_effect_is_absent():
+    from course_utils.param_server import scaling
+
+    grows = {(2, 1): 0.28, (4, 1): 0.48, (2, 2): 0.19, (4, 2): 0.29}
+    assert scaling.grows_with_workers(grows).ok and scaling.sharding_cuts(grows).ok
+    flat = {
+        (2, 1): 0.28,
+        (4, 1): 0.29,
+        (2, 2): 0.28,
+        (4, 2): 0.29,
+    }  # a server that is not the bottleneck
+    assert not scaling.grows_with_workers(flat).ok and not scaling.sharding_cuts(flat).ok
+    assert scaling.step_time_chart(grows, "emulated").axes[0].get_title().startswith("2 to 4")
