@@ -263,7 +263,8 @@ def post(*ops: tuple) -> None:
     if dist.get_backend() == "nccl":
         requests = dist.batch_isend_irecv([dist.P2POp(kinds[k], t, p) for k, t, p, *_ in ops])
     else:
-        requests = [kinds[k](t, p) for k, t, p, *_ in ops]
+        ordered = sorted(ops, key=lambda op: op[0] != "recv")  # a posted receive takes data at once
+        requests = [kinds[k](t, p) for k, t, p, *_ in ordered]
     for request in requests:
         request.wait()
     if link.emulated:
