@@ -2,10 +2,13 @@
 
 Parameter server, tree, butterfly and ring (`algorithms`), traced round by round and timed
 against `dist.all_reduce` (`runs`, `explorer`), and compared with the alpha-beta cost
-model fitted on the learner's machine (`cost_model`).
+model fitted on the learner's machine (`cost_model`), over an emulated network
+(`ranks.link`) whose wire, not the shared cores, sets the time (`verdicts`, `link_charts`,
+`dial`).
 """
 
-from . import charts, cost_model, exercises
+from ..ranks import link
+from . import charts, cost_model, exercises, verdicts
 from .algorithms import ALGORITHMS
 from .charts import (
     allreduce_round,
@@ -14,8 +17,10 @@ from .charts import (
     bytes_per_rank_bars,
     pingpong_fit,
 )
+from .dial import link_dial
 from .exercises import check_ring, check_tree
 from .explorer import step_through
+from .link_charts import bus_bandwidth_sweep, real_beside_emulated, time_against_ranks
 from .runs import BUILTIN, compare_with_builtin, pingpong, time_allreduce, traced_run
 
 __all__ = [
@@ -24,6 +29,7 @@ __all__ = [
     "allreduce_round",
     "allreduce_rounds",
     "allreduce_timings",
+    "bus_bandwidth_sweep",
     "bytes_per_rank_bars",
     "charts",
     "check_ring",
@@ -31,9 +37,14 @@ __all__ = [
     "compare_with_builtin",
     "cost_model",
     "exercises",
+    "link",
+    "link_dial",
     "pingpong",
     "pingpong_fit",
+    "real_beside_emulated",
     "step_through",
+    "time_against_ranks",
     "time_allreduce",
     "traced_run",
+    "verdicts",
 ]

@@ -5,7 +5,8 @@ Each algorithm sums a tensor over all ranks in place and returns it, like
 everything through rank 0; the tree reduces up a binary tree and broadcasts back down;
 the butterfly (recursive doubling) has every rank swap with a partner log2 N times; the
 ring passes one chunk per step to the right neighbour. Because they use only send/recv
-(isend/irecv), they run unchanged on gloo (CPU) and NCCL (GPU).
+(isend/irecv), they run unchanged on gloo (CPU) and NCCL (GPU). They send through
+`ranks.link`, so inside `link.active(...)` every message pays an emulated wire time.
 
 Pass a `Trace` to see what an algorithm did on this rank: its rounds, what it sent to and
 received from whom, and (for small demos) its tensor after every round.
@@ -17,6 +18,8 @@ from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
+
+from ..ranks.link import post, recv, send
 
 __all__ = [
     "ALGORITHMS",
@@ -108,17 +111,6 @@ def _finish(t: torch.Tensor, flat: torch.Tensor) -> torch.Tensor:
     return t
 
 
-def _post(*ops: tuple) -> None:
-    """Post ("send" | "recv", tensor, peer) ops as one group and wait for all of them.
-
-    NCCL needs a send and a receive to one peer grouped, or both ranks wait for each other.
-    """
-    kinds = {"send": dist.isend, "recv": dist.irecv}
-    requests = dist.batch_isend_irecv([dist.P2POp(kinds[k], t, peer) for k, t, peer in ops])
-    for request in requests:
-        request.wait()
-
-
 def parameter_server_allreduce(t: torch.Tensor, trace: Trace | None = None) -> torch.Tensor:
     """Every worker sends to rank 0, which sums and sends the total back.
 
@@ -133,20 +125,20 @@ def parameter_server_allreduce(t: torch.Tensor, trace: Trace | None = None) -> t
     if rank == 0:
         incoming = torch.empty_like(flat)
         for worker in range(1, world):
-            dist.recv(incoming, worker)
+            recv(incoming, worker)
             flat.add_(incoming)
             log.received(worker, 0, n)
     else:
-        dist.send(flat, 0)
+        send(flat, 0)
         log.sent(0, 0, n)
     log.done(flat)
     log.next_round("broadcast: the server sends the sum to every worker")
     if rank == 0:
-        _post(*[("send", flat, worker) for worker in range(1, world)])
+        post(*[("send", flat, worker) for worker in range(1, world)])
         for worker in range(1, world):
             log.sent(worker, 0, n)
     else:
-        dist.recv(flat, 0)
+        recv(flat, 0)
         log.received(0, 0, n)
     log.done(flat)
     return _finish(t, flat)
@@ -172,10 +164,10 @@ def tree_allreduce(t: torch.Tensor, trace: Trace | None = None) -> torch.Tensor:
     for level in range(levels, 0, -1):  # the deepest level sends first
         log.next_round(f"reduce: depth {level} sends its partial sum up")
         if depth == level:
-            dist.send(flat, parent_rank)
+            send(flat, parent_rank)
             log.sent(parent_rank, 0, n)
         elif depth == level - 1 and children:
-            _post(*[("recv", buf, src) for buf, src in zip(incoming, child_ranks, strict=True)])
+            post(*[("recv", buf, src) for buf, src in zip(incoming, child_ranks, strict=True)])
             for buf, src in zip(incoming, child_ranks, strict=True):
                 flat.add_(buf)
                 log.received(src, 0, n)
@@ -183,11 +175,11 @@ def tree_allreduce(t: torch.Tensor, trace: Trace | None = None) -> torch.Tensor:
     for level in range(1, levels + 1):
         log.next_round(f"broadcast: depth {level - 1} sends the total down")
         if depth == level - 1 and children:
-            _post(*[("send", flat, dst) for dst in child_ranks])
+            post(*[("send", flat, dst) for dst in child_ranks])
             for dst in child_ranks:
                 log.sent(dst, 0, n)
         elif depth == level:
-            dist.recv(flat, parent_rank)
+            recv(flat, parent_rank)
             log.received(parent_rank, 0, n)
         log.done(flat)
     return _finish(t, flat)
@@ -210,10 +202,10 @@ def butterfly_allreduce(t: torch.Tensor, trace: Trace | None = None) -> torch.Te
     if extra:
         log.next_round(f"fold in: ranks {p}..{world - 1} hand their tensor to rank - {p}")
         if rank >= p:
-            dist.send(flat, rank - p)
+            send(flat, rank - p)
             log.sent(rank - p, 0, n)
         elif rank < extra:
-            dist.recv(incoming, rank + p)
+            recv(incoming, rank + p)
             flat.add_(incoming)
             log.received(rank + p, 0, n)
         log.done(flat)
@@ -222,7 +214,7 @@ def butterfly_allreduce(t: torch.Tensor, trace: Trace | None = None) -> torch.Te
         log.next_round(f"exchange with the rank {distance} away (rank XOR {distance})")
         if rank < p:
             partner = rank ^ distance
-            _post(("send", flat, partner), ("recv", incoming, partner))
+            post(("send", flat, partner), ("recv", incoming, partner))
             flat.add_(incoming)
             log.sent(partner, 0, n)
             log.received(partner, 0, n)
@@ -231,10 +223,10 @@ def butterfly_allreduce(t: torch.Tensor, trace: Trace | None = None) -> torch.Te
     if extra:
         log.next_round(f"hand back: ranks 0..{extra - 1} send the sum to rank + {p}")
         if rank >= p:
-            dist.recv(flat, rank - p)
+            recv(flat, rank - p)
             log.received(rank - p, 0, n)
         elif rank < extra:
-            dist.send(flat, rank + p)
+            send(flat, rank + p)
             log.sent(rank + p, 0, n)
         log.done(flat)
     return _finish(t, flat)
@@ -277,7 +269,7 @@ def _ring_step(flat, send, recv, right, left, incoming, log, add: bool) -> None:
         ops.append(("recv", target, left))
         log.received(left, r0, r1)
     if ops:
-        _post(*ops)
+        post(*ops)
     if add and r1 > r0:
         flat[r0:r1].add_(incoming[: r1 - r0])
     log.done(flat)

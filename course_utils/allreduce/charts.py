@@ -108,7 +108,7 @@ def _number(value) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-def pingpong_fit(nbytes: list, seconds: list, model):
+def pingpong_fit(nbytes: list, seconds: list, model, subtitle: str = ""):
     """Ping-pong times with the fitted alpha + n * beta line over them."""
     fig, (ax,) = new_figure(width=6.0)
     ax.loglog(nbytes, seconds, "o", color=PALETTE[0], label="measured (one way)")
@@ -119,7 +119,11 @@ def pingpong_fit(nbytes: list, seconds: list, model):
     ax.plot([], [], ":", color="grey", label="alpha = n * beta")
     ax.set_xlabel("message size (bytes)")
     ax.set_ylabel("time (s)")
-    ax.set_title("Small messages pay latency, large ones pay bandwidth")
+    ax.set_title(
+        f"fitted α = {model.alpha * 1e3:.2f} ms, {8e-6 / model.beta:,.0f} Mbit/s: latency and "
+        f"bandwidth cost the same at {model.alpha / model.beta:,.0f} bytes\n{subtitle}",
+        fontsize=9,
+    )
     ax.legend()
     return _shown_once(fig)
 
@@ -150,10 +154,11 @@ def bytes_per_rank_bars(table: dict, floor: dict):
     return _shown_once(fig)
 
 
-def allreduce_timings(nbytes: list, measured: dict, predicted: dict):
+def allreduce_timings(nbytes: list, measured: dict, predicted: dict, subtitle: str = ""):
     """Measured allreduce times (markers) with the alpha-beta predictions (dashed) over them.
 
-    `measured`: {world_size: {algorithm: [seconds per size]}}, `predicted` likewise.
+    `measured`: {world_size: {algorithm: [seconds per size]}}, `predicted` likewise; one
+    panel per world size given. The title says who wins at each end, from the data.
     """
     worlds = sorted(measured)
     fig, axes = new_figure(len(worlds), width=4.4, height=3.8)
@@ -168,6 +173,12 @@ def allreduce_timings(nbytes: list, measured: dict, predicted: dict):
     axes[0].set_ylabel("time per allreduce (s)")
     axes[0].plot([], [], "k--", lw=1, label="model (dashed)")
     axes[0].legend(fontsize=7)
-    fig.suptitle("Few rounds win for small messages, few bytes win for large ones")
+    ours = {k: v for k, v in measured[worlds[-1]].items() if k in ALGORITHMS}
+    first, last = (min(ours, key=lambda k, i=i: ours[k][i]) for i in (0, -1))
+    fig.suptitle(
+        f"On {worlds[-1]} ranks the {_label(first)} is fastest for the smallest message, "
+        f"the {_label(last)} for the largest\n{subtitle}",
+        fontsize=10,
+    )
     fig.tight_layout()
     return _shown_once(fig)

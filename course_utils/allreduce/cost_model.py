@@ -105,12 +105,36 @@ def predicted_seconds(algorithm: str, world: int, nbytes: float, model: AlphaBet
     algorithm = known(algorithm)
     if algorithm == "parameter_server":  # rank 0 takes N-1 messages in, then N-1 out
         return 2 * (world - 1) * whole
-    if algorithm == "tree":  # a parent takes its two children one after the other
-        messages = 2 * levels - (1 if world == p else 0)
-        return 2 * messages * whole
+    if algorithm == "tree":
+        return _tree_seconds(world, whole)
     if algorithm == "butterfly":
         return (levels + (2 if world != p else 0)) * whole
     return 2 * (world - 1) * model.message_seconds(nbytes / world)
+
+
+def _tree_seconds(world: int, whole: float) -> float:
+    """The tree's critical path, node by node (heap order: children 2i+1 and 2i+2).
+
+    Going up, a node's sum is complete when its incoming link has carried its children's
+    messages, one after the other, each sent as soon as that child's own sum was complete;
+    going down, a node sends to its children one after the other. A full tree of depth L
+    takes 2L messages up and 2L down; a lone child on the last level costs less.
+    """
+    complete = [0.0] * world
+    for node in reversed(range(world)):
+        ready = sorted(complete[c] for c in (2 * node + 1, 2 * node + 2) if c < world)
+        link_free = 0.0
+        for moment in ready:
+            link_free = max(link_free, moment) + whole
+        complete[node] = link_free
+    holds = [complete[0]] + [0.0] * (world - 1)
+    for node in range(world):
+        sent = holds[node]
+        for child in (2 * node + 1, 2 * node + 2):
+            if child < world:
+                sent += whole
+                holds[child] = sent
+    return max(holds)
 
 
 def crossover_bytes(

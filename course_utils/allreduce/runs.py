@@ -7,17 +7,18 @@ are the `_on_rank` functions below it.
 
 from __future__ import annotations
 
-import statistics
 import time
 
 import torch
 import torch.distributed as dist
 
+from ..ranks import link as links
 from ..ranks.bootstrap import device
 from ..ranks.launch import launch
 from .algorithms import ALGORITHMS, Trace, known
 
 BUILTIN = "builtin"
+LONG = 0.15  # seconds: over an emulated link, a run this long is timed only once
 
 
 def traced_run(
@@ -107,18 +108,27 @@ def _compare_on_rank(numels: tuple, dtypes: tuple) -> list[dict]:
 
 
 def pingpong(
-    nbytes: tuple, repeats: int = 10, timeout: float = 60.0, backend: str = "gloo"
+    nbytes: tuple,
+    repeats: int = 10,
+    timeout: float = 60.0,
+    backend: str = "gloo",
+    link: links.Link | str | None = "real",
 ) -> list[float]:
     """One-way time of a message of each size between two ranks: the fastest round trip / 2.
 
     The fastest, not the median: it is what the link itself needs, while the slower runs
     measure how busy the machine's other programs kept the cores.
     """
-    args = (tuple(nbytes), repeats)
+    args = (tuple(nbytes), repeats, links.resolve(link))
     return launch(_pingpong_on_rank, 2, args=args, timeout=timeout, backend=backend)[0]
 
 
-def _pingpong_on_rank(nbytes: tuple, repeats: int) -> list[float]:
+def _pingpong_on_rank(nbytes: tuple, repeats: int, link: links.Link) -> list[float]:
+    with links.active(link):
+        return _pingpong_times(nbytes, repeats)
+
+
+def _pingpong_times(nbytes: tuple, repeats: int) -> list[float]:
     rank = dist.get_rank()
     out = []
     for n in nbytes:
@@ -126,13 +136,14 @@ def _pingpong_on_rank(nbytes: tuple, repeats: int) -> list[float]:
         times = []
         for i in range(repeats + 1):
             dist.barrier()
+            links.restart()
             start = time.perf_counter()
             if rank == 0:
-                dist.send(buf, 1)
-                dist.recv(buf, 1)
+                links.send(buf, 1)
+                links.recv(buf, 1)
             else:
-                dist.recv(buf, 0)
-                dist.send(buf, 0)
+                links.recv(buf, 0)
+                links.send(buf, 0)
             if buf.is_cuda:  # NCCL returns before the GPU has moved the bytes
                 torch.cuda.synchronize()
             if i:  # the first is a warm-up
@@ -148,11 +159,16 @@ def time_allreduce(
     algorithms: tuple = (*ALGORITHMS, BUILTIN),
     timeout: float = 300.0,
     backend: str = "gloo",
+    link: links.Link | str | None = None,
 ) -> dict:
-    """{algorithm: [median seconds per size]} for float32 tensors of each size in bytes.
+    """{algorithm: [seconds per size]} for float32 tensors of each size in bytes.
 
     A run's time is the slowest rank's, from a common barrier; the algorithms take turns
-    within each repeat so that noise from other programs falls on all of them alike.
+    within each repeat so that noise from other programs falls on all of them alike, and
+    the fastest repeat counts, as in `pingpong`: what the link needs, not what a busy
+    machine's scheduler added (a woken rank can wait a whole scheduler tick). Over
+    an emulated `link` (None: the profile's) every message pays its wire time, the
+    built-in a ring's.
     """
     for name in algorithms:
         if name != BUILTIN:
@@ -160,33 +176,45 @@ def time_allreduce(
     return launch(
         _time_on_rank,
         world_size,
-        args=(tuple(nbytes), repeats, tuple(algorithms)),
+        args=(tuple(nbytes), repeats, tuple(algorithms), links.resolve(link)),
         timeout=timeout,
         backend=backend,
     )[0]
 
 
-def _time_on_rank(nbytes: tuple, repeats: int, algorithms: tuple) -> dict:
+def _time_on_rank(nbytes: tuple, repeats: int, algorithms: tuple, link: links.Link) -> dict:
+    with links.active(link):
+        return _time_table(nbytes, repeats, algorithms, warm_every_size=not link.emulated)
+
+
+def _time_table(nbytes: tuple, repeats: int, algorithms: tuple, warm_every_size: bool) -> dict:
+    """The first round warms up buffers and connections: at every size on the real link,
+    once on an emulated one (where a round at the largest size costs seconds). There a
+    size whose every run took over LONG seconds is timed once: its wire hides the noise."""
     table = {name: [] for name in algorithms}
-    for n in nbytes:
+    for k, n in enumerate(nbytes):
         x = torch.ones(max(1, n // 4), dtype=torch.float32, device=device())
         times = {name: [] for name in algorithms}
-        for i in range(repeats + 1):
+        warm = 1 if warm_every_size or k == 0 else 0
+        for i in range(repeats + warm):
             for name in algorithms:
                 seconds = _time_once(name, x)
-                if i:  # the first round warms up buffers and connections
+                if i >= warm:
                     times[name].append(seconds)
+            if i >= warm and not warm_every_size and min(t[-1] for t in times.values()) > LONG:
+                break  # every rank saw the same (slowest-rank) times, so all stop here
         for name in algorithms:
-            table[name].append(statistics.median(times[name]))
+            table[name].append(min(times[name]))
     return table
 
 
 def _time_once(name: str, x: torch.Tensor) -> float:
     work = x.clone()
     dist.barrier()
+    links.restart()
     start = time.perf_counter()
     if name == BUILTIN:
-        dist.all_reduce(work)
+        links.all_reduce(work)
     else:
         ALGORITHMS[name](work)
     if work.is_cuda:

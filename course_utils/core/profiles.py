@@ -37,6 +37,9 @@ class Profile:
     dataset: str  # "mnist1d" or "cifar10"
     model: str  # the model the training notebooks use by default
     launch_timeout: float  # seconds before a stuck launch is stopped
+    # the network the timing lessons run over: "real", or an emulated one ("100mbit,2ms");
+    # see course_utils.ranks.link and `default_link` below
+    link: str = "real"
     sgd: SgdSizes = field(default_factory=SgdSizes)
     collectives: CollectivesSizes = field(default_factory=CollectivesSizes)
     pipeline: PipelineSizes = field(default_factory=PipelineSizes)
@@ -57,6 +60,7 @@ PROFILES = {
         dataset="mnist1d",
         model="mlp",
         launch_timeout=120.0,
+        link="100mbit,5ms",
         sgd=SgdSizes(
             epochs=10,
             batch_sizes=(8, 32, 128, 512),
@@ -96,6 +100,8 @@ PROFILES = {
         collectives=CollectivesSizes(
             world_sizes=(2, 4),
             message_bytes=(1 << 10, 1 << 15, 1 << 20, 1 << 24, 1 << 26),
+            pingpong_bytes=(1 << 10, 1 << 15, 1 << 20, 1 << 24, 1 << 26),
+            real_world_sizes=(2, 4),
             repeats=10,
             check_world_sizes=(1, 2, 3, 4),
             exercise_timeout=30.0,
@@ -131,6 +137,7 @@ PROFILES = {
             scaling_base_lr=0.001,
             scaling_epochs=10,
             overhead_world_size=4,
+            overlap_link="real",
         ),
         sharp=SharpMinimaSizes(
             hidden=None,
@@ -195,6 +202,22 @@ def fit_to_gpus(profile: Profile, gpus: int) -> Profile:
         split_world_sizes=tuple(n for n in ddp.split_world_sizes if n <= gpus) or (1,),
     )
     return replace(profile, world_size=min(profile.world_size, gpus), ddp=fitted_ddp)
+
+
+def default_link() -> str:
+    """The link the timing lessons use unless told otherwise: the current profile's.
+
+    `cpu`: an emulated 100 Mbit/s link with 5 ms latency: Fast-Ethernet bandwidth with
+    the latency of a busy shared network (a campus LAN through a few switches and a TCP
+    stack, or Wi-Fi). Its wire time must dominate what the ranks really cost each other
+    when 8 of them share 2 cores: a step of a ring there costs a few milliseconds (a woken
+    rank can wait a scheduler tick for a core), which the emulated link hides behind its
+    wire (`ranks.link_clock`) only while alpha exceeds it; a 2 MB message's 170 ms is 5x
+    what the real loopback needs even on 8 ranks. It is still fast enough that the
+    lessons' messages (1 KB to 2 MB) span the latency- and the bandwidth-bound regimes
+    in seconds. `gpu`: the real link (NCCL over NVLink or PCIe), no emulation.
+    """
+    return current().link
 
 
 def current() -> Profile:

@@ -61,10 +61,14 @@ class SgdSizes:
 class CollectivesSizes:
     """Notebook 05: allreduce algorithms and their cost model."""
 
-    world_sizes: tuple[int, ...] = (2, 4, 8)  # the timing sweep
-    message_bytes: tuple[int, ...] = (1 << 10, 1 << 15, 1 << 20, 1 << 24)
-    repeats: int = 3  # medians over this many timed runs
-    pingpong_bytes: tuple[int, ...] = (1 << 10, 1 << 15, 1 << 20, 1 << 24, 1 << 26)
+    world_sizes: tuple[int, ...] = (2, 4, 8)  # the timing sweep (emulated link); bench: 2..8
+    message_bytes: tuple[int, ...] = (1 << 10, 1 << 14, 1 << 18, 1 << 21)
+    repeats: int = 3  # the fastest of this many timed runs counts
+    pingpong_bytes: tuple[int, ...] = (1 << 10, 1 << 14, 1 << 18, 1 << 21)
+    pingpong_repeats: int = 5
+    real_world_sizes: tuple[int, ...] = (2, 4, 8)  # the real link, shown once beside it
+    busbw_bytes: tuple[int, ...] = (1 << 12, 1 << 16, 1 << 20, 1 << 24, 1 << 26)  # real link
+    busbw_world_size: int = 2  # no more ranks than cores: the real link is timed too
     check_world_sizes: tuple[int, ...] = (1, 2, 3, 4, 5, 6, 7, 8)  # against dist.all_reduce
     check_numels: tuple[int, ...] = (1, 5, 1001)  # smaller than N, odd, larger
     check_dtypes: tuple[str, ...] = ("float32", "float64", "int64")
@@ -75,8 +79,8 @@ class CollectivesSizes:
 class PipelineSizes:
     """Notebook 06: model parallelism, pipeline schedules and the bubble.
 
-    Ops are padded with sleep to a slot, so the schedule, not core contention, sets the
-    timelines; slots long against the few-millisecond hand-offs keep the bubble honest.
+    The pictures pad ops with sleep to a slot (an illustration of the schedule); the
+    bubble is measured with real compute on the ranks' link clocks (`real_*`).
     """
 
     stages: int = 4  # K for the bubble sweep, 1F1B vs GPipe and the unbalanced pipeline
@@ -91,6 +95,12 @@ class PipelineSizes:
     heavy_factor: float = 2.0
     micro_batch_size: int = 8  # samples per micro-batch (MNIST-1D)
     hidden: int = 32  # width of the small real layer inside every stage
+    real_width: int = 3072  # real-compute bubble: equal stages of this width (~30 ms forward)
+    real_micro_batch_size: int = 128
+    real_repeats: int = 1  # timed on each rank's link clock (CPU time + waits): no noise to damp
+    # stages sharing 2 cores differ by a few % in CPU time per op, and the slowest sets the
+    # pace: at M=16 that alone puts the bubble 10-17% over the formula (design.md: 15%)
+    bubble_tolerance: float = 0.25
     tp_ranks: int = 2  # ranks a layer's neurons are split over
     tp_widths: tuple[int, ...] = (40, 64, 64, 64, 10)  # MNIST-1D in, 10 classes out
     tp_batch: int = 32
@@ -109,10 +119,11 @@ class DataParallelSizes:
     scaling_per_rank_batches: tuple[int, ...] = (4, 16, 64, 256)
     scaling_base_lr: float = 0.05  # at the smallest effective batch
     scaling_epochs: int = 3
-    overhead_world_size: int = 2
-    overhead_per_rank_batch: int = 4  # tiny, as in a naive run: a sync every few samples
-    overhead_samples_per_rank: int = 1024
-    accumulate: int = 8
+    overhead_world_size: int = 2  # no more ranks than cores: compute stays honest
+    overhead_per_rank_batch: int = 16  # small, as in a naive run: a sync every few samples
+    overhead_samples_per_rank: int = 512
+    accumulate: int = 4  # no_sync: 4 micro-batches of 4, the same effective batch
+    overlap_link: str = "1gbit,1ms"  # a link as fast as the backward pass: overlap can show
     split_global_batch: int = 1024  # the lecture's question
     split_world_sizes: tuple[int, ...] = (1, 2, 4, 8)
     split_samples_per_rank: int = 4096
@@ -136,6 +147,10 @@ class ParamServerSizes:
     eval_samples: int = 2000  # test samples each kept copy is evaluated on
     compare_updates: int = 100  # synchronous server against allreduce and one process
     traffic_workers: tuple[int, ...] = (2, 3, 4)
+    scaling_workers: tuple[int, ...] = (2, 4)  # sync server time per update, over the link
+    scaling_servers: tuple[int, ...] = (1, 2)
+    scaling_hidden: int = 512  # a model big enough that its bytes, not latency, load the link
+    scaling_updates: int = 6
     traffic_updates: int = 5
     kill_worker: int = 2
     kill_after: int = 30  # gradients the doomed worker pushes before it is killed

@@ -6,26 +6,24 @@ batch, lr scaling). `cost`: where a DDP step's time goes and what cuts the commu
 `torchrun_train`: the same training as a script for torchrun on several nodes.
 """
 
-from . import charts, exercises
+from ..ranks import link
+from . import charts, exercises, verdicts
 from .charts import (
     accuracy_vs_effective_batch,
     backward_overlap,
     compute_vs_communication,
     curves_overlaid,
+    overlap_saving_bars,
     step_breakdown,
     step_losses,
 )
-from .cost import (
-    data_parallel_vs_one_device,
-    measure,
-    measure_single,
-    overlap_timeline,
-    standard_variants,
-)
+from .cost import measure, measure_single, overlap_timeline, standard_variants
+from .data_parallel import data_parallel_vs_one_device
 from .equivalence import Setup, average_gradients
 from .equivalence import equivalence as run_equivalence
 from .exercises import check_average_gradients, check_updates_per_epoch
 from .experiments import compare_with_single, lr_scaling, split_global_batch
+from .overlap import overlap_saving
 
 __all__ = [
     "Setup",
@@ -43,10 +41,14 @@ __all__ = [
     "lr_scaling",
     "measure",
     "measure_single",
+    "overlap_saving",
+    "overlap_saving_bars",
     "overlap_timeline",
     "run_equivalence",
     "split_global_batch",
+    "link",
     "standard_variants",
+    "verdicts",
     "step_breakdown",
     "step_losses",
 ]

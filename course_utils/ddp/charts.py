@@ -151,3 +151,24 @@ def backward_overlap(timeline: dict, title: str):
     ax.set(xlabel="milliseconds since backward() started", title=title)
     ax.legend(loc="upper right")
     return _done(fig)
+
+
+def overlap_saving_bars(result: dict):
+    """Backward then communication, against DDP's overlapped step (from `overlap_saving`)."""
+    fig, (ax,) = new_figure(width=7.0, height=2.6)
+    ms = {k: 1000 * result[k] for k in ("compute", "communication", "overlapped", "saving")}
+    ax.barh(["sequential"], [ms["compute"]], color=PALETTE[0], label="backward pass")
+    ax.barh(
+        ["sequential"], [ms["communication"]], left=[ms["compute"]], color=PALETTE[1],
+        label="all-reduces of every bucket",
+    )  # fmt: skip
+    ax.barh(["overlapped (DDP)"], [ms["overlapped"]], color=PALETTE[2], label="DDP's step")
+    ax.invert_yaxis()
+    ax.set_xlabel("milliseconds per step (slowest rank)")
+    ax.set_title(
+        f"Overlap saves {ms['saving']:.0f} of {ms['compute'] + ms['communication']:.0f} ms "
+        f"per step ({result['buckets']} buckets)\n{result['link']}",
+        fontsize=9,
+    )
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.35), ncol=3, frameon=False)
+    return _done(fig)

@@ -19,12 +19,15 @@ import torch.distributed as dist
 from torch import nn
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
-from ..core.gpus import visible_gpus
 from ..core.history import History
 from ..core.training import tensor_loader, train
+from ..ranks import link as links
 from ..ranks.bootstrap import device
 from ..ranks.launch import launch
+from ..ranks.link import REAL
 from .equivalence import Setup, build_model, load_data, rank_loader, wrap
+from .overlap import stacked_mlp
+from .wire import OnLink, on_link_hook, powersgd_state
 
 WARMUP_UPDATES = 3  # untimed: the first updates allocate memory and build DDP's buckets
 HOOKS = {"allreduce": default_hooks.allreduce_hook, "fp16": default_hooks.fp16_compress_hook}
@@ -61,6 +64,11 @@ class StepTimes:
     @property
     def compute(self) -> float:
         return max(self.forward + self.backward - self.communication, 0.0) + self.optimizer
+
+    @property
+    def effective_batch(self) -> int:
+        """Samples per update, all ranks together."""
+        return self.world_size * self.per_rank_batch * self.accumulate
 
     @property
     def seconds_per_1000_samples(self) -> float:
@@ -121,14 +129,19 @@ def _step_times(variant: Variant, world_size: int, history: History, recorder=No
     )  # fmt: skip
 
 
-def time_replica(setup: Setup, variant: Variant, samples: int) -> StepTimes:
-    """Inside a rank: time `samples` of DDP training under `variant`."""
+def time_replica(setup: Setup, variant: Variant, samples: int, link=REAL) -> StepTimes:
+    """Inside a rank: time `samples` of DDP training under `variant`, over `link`."""
     d = load_data(setup)
     model = wrap(build_model(setup, d), bucket_cap_mb=variant.bucket_cap_mb)
-    recorder = _Recorder(HOOKS[variant.hook])
+    state = powersgd_state() if variant.hook == "powersgd" else None
+    on = OnLink(variant.hook, links.parse(link), state)
+    recorder = _Recorder(lambda _, bucket: on_link_hook(on, bucket))
     model.register_comm_hook(recorder, recording_hook)
     loader = rank_loader(d.train, variant.per_rank_batch, setup.seed)
-    history = _timed_training(model, loader, variant, samples, after_backward=recorder.close_update)
+    with links.active(on.link):
+        history = _timed_training(
+            model, loader, variant, samples, after_backward=recorder.close_update
+        )
     return _step_times(variant, dist.get_world_size(), history, recorder)
 
 
@@ -153,13 +166,11 @@ def _slowest(times: list[StepTimes]) -> StepTimes:
 
 def measure(
     variants: list[Variant], world_size: int, samples_per_rank: int, setup: Setup | None = None,
-    repeats: int = 1, backend: str = "gloo",
+    repeats: int = 1, backend: str = "gloo", link=REAL,
 ) -> list[StepTimes]:  # fmt: skip
-    """Time each variant on `world_size` ranks (median of `repeats` launches).
-
-    The profile's backend puts the ranks on its devices: CPUs over gloo, a GPU each
-    over NCCL, so the gpu profile measures what a GPU cluster pays.
-    """
+    """Time each variant on `world_size` ranks (median of `repeats` launches), over `link`
+    (None: the profile's; the cpu profile's is emulated, so the wire, not the shared
+    cores, sets the communication time). The backend puts the ranks on its devices."""
     setup = setup or Setup()
     load_data(setup)
     results = []
@@ -170,7 +181,7 @@ def measure(
                     time_replica,
                     world_size,
                     backend=backend,
-                    args=(setup, variant, samples_per_rank),
+                    args=(setup, variant, samples_per_rank, links.resolve(link)),
                 )
             )
             for _ in range(repeats)
@@ -190,14 +201,24 @@ def measure_single(
     return sorted(runs, key=lambda t: t.seconds)[len(runs) // 2]
 
 
-def standard_variants(per_rank_batch: int, accumulate: int = 8) -> list[Variant]:
-    """Naive DDP and the four fixes the notebook compares, all from the same per-rank batch."""
+def standard_variants(
+    per_rank_batch: int, accumulate: int = 4, bucket_caps: tuple = (0.001, 0.01)
+) -> list[Variant]:
+    """Naive DDP and its fixes, every one at naive DDP's effective batch (ranks x batch).
+
+    `no_sync` accumulates `accumulate` micro-batches of batch / accumulate per sync, so it
+    syncs as often per sample as naive DDP: at an equal effective batch it saves memory,
+    not communication. The others change how the same gradient crosses the link.
+    """
+    micro = per_rank_batch // accumulate
+    if micro * accumulate != per_rank_batch:
+        raise ValueError(f"per_rank_batch={per_rank_batch} is not a multiple of {accumulate}.")
     return [
         Variant("naive DDP", per_rank_batch),
-        Variant(f"{accumulate}x larger batch", per_rank_batch * accumulate),
-        Variant(f"no_sync x{accumulate}", per_rank_batch, accumulate=accumulate),
-        Variant("tiny buckets", per_rank_batch, bucket_cap_mb=0.001),
+        Variant(f"no_sync {accumulate} x {micro}", micro, accumulate=accumulate),
+        *[Variant(f"{cap:g} MB buckets", per_rank_batch, bucket_cap_mb=cap) for cap in bucket_caps],
         Variant("fp16 hook", per_rank_batch, hook="fp16"),
+        Variant("PowerSGD hook", per_rank_batch, hook="powersgd"),
     ]
 
 
@@ -220,10 +241,7 @@ def overlap_timeline(
 
 def _overlap_rank(layers: int, width: int, batch: int, bucket_cap_mb: float, steps: int) -> dict:
     torch.manual_seed(0)
-    blocks = []
-    for i in range(layers):
-        blocks += [nn.Linear(width, width), nn.ReLU()] if i < layers - 1 else [nn.Linear(width, 10)]
-    net = nn.Sequential(*blocks)
+    net = stacked_mlp(layers, width)
     model = wrap(net, bucket_cap_mb=bucket_cap_mb)
     recorder = _Recorder(HOOKS["allreduce"])
     model.register_comm_hook(recorder, recording_hook)
@@ -259,30 +277,3 @@ def _synchronize(where: torch.device) -> None:
     """A timed region ends when the GPU has finished, not when the work was queued."""
     if where.type == "cuda":
         torch.cuda.synchronize()
-
-
-def data_parallel_vs_one_device(setup: Setup | None = None, batch: int = 512, steps: int = 50):
-    """`nn.DataParallel` over every visible GPU against one GPU; None with fewer than two.
-
-    One process drives all GPUs: each step scatters the batch, copies the model to every
-    GPU and gathers the results on the first, which DDP's one process per GPU avoids.
-    """
-    if visible_gpus().count < 2:  # counted without starting CUDA in the notebook's kernel
-        return None
-    setup = setup or Setup()
-    load_data(setup)
-    return launch(_data_parallel_vs_one_device, 1, backend="gloo", args=(setup, batch, steps))[0]
-
-
-def _data_parallel_vs_one_device(setup: Setup, batch: int, steps: int) -> dict:
-    """In a rank of its own, so that CUDA starts there and never in the kernel."""
-    d = load_data(setup)
-    x, y = (t[:batch].to("cuda:0") for t in d.train.tensors)
-
-    def ms_per_step(model) -> float:
-        history = train(model, [(x, y)], lr=0.01, max_steps=steps + 5, clock_after=5)
-        return 1000 * history.phases.seconds / steps
-
-    one = ms_per_step(build_model(setup, d, "cuda:0"))
-    many = ms_per_step(nn.DataParallel(build_model(setup, d, "cuda:0")))
-    return {"gpus": torch.cuda.device_count(), "one_device_ms": one, "data_parallel_ms": many}

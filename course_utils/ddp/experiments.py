@@ -16,7 +16,7 @@ from ..core.training import History, tensor_loader, train
 from ..lr_scaling.experiments import scaled_lr
 from ..ranks.bootstrap import device
 from ..ranks.launch import launch
-from .cost import Variant, measure
+from .cost import Variant, measure, measure_single
 from .equivalence import Setup, build_model, load_data, wrap
 
 
@@ -149,13 +149,23 @@ def split_global_batch(
     setup: Setup,
     samples_per_rank: int,
     backend: str = "gloo",
+    link=None,
 ) -> list[SplitRow]:
-    """One global batch over 1, 2, 4 ... ranks: seconds of compute and of all-reduce per step."""
+    """One global batch over 1, 2, 4 ... ranks: seconds of compute and of all-reduce per step.
+
+    The all-reduce crosses `link` (None: the profile's; the cpu profile's is emulated), and
+    a rank's compute is timed in one process at its per-rank batch: on a cluster each rank
+    has its own cores, while here 8 ranks would take turns on 2.
+    """
     rows = []
     for n in world_sizes:
         b = global_batch // n
         samples = max(samples_per_rank // n, b * 4)
-        (t,) = measure([Variant(f"{n} x {b}", b)], n, samples, setup, backend=backend)
-        steps = t.samples / b
-        rows.append(SplitRow(n, b, t.compute / steps, t.communication / steps))
+        alone = measure_single(b, samples, setup, backend=backend)
+        compute = alone.compute / (alone.samples / b)
+        if n == 1:
+            rows.append(SplitRow(n, b, compute, 0.0))
+            continue
+        (t,) = measure([Variant(f"{n} x {b}", b)], n, samples, setup, backend=backend, link=link)
+        rows.append(SplitRow(n, b, compute, t.communication / (t.samples / b)))
     return rows

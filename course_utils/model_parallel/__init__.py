@@ -6,9 +6,10 @@ pipeline of stages on real ranks (`pipeline`), and the schedules themselves, GPi
 """
 
 from . import charts, exercises
+from .bubble import bubble_matches, measure_bubble, real_compute_run, typical_run
 from .charts import activations_held, bubble_vs_microbatches, layer_traffic, pipeline_timeline
 from .exercises import check_bubble, check_gpipe_order
-from .pipeline import measure_bubble, mlp, run_pipeline, serial_step, typical_run
+from .pipeline import mlp, run_pipeline, serial_step
 from .schedules import SCHEDULES, simulate
 from .tensor_parallel import STYLES, bytes_per_layer, compare_with_unsplit
 
@@ -24,7 +25,9 @@ __all__ = [
     "compare_with_unsplit",
     "exercises",
     "layer_traffic",
+    "bubble_matches",
     "measure_bubble",
+    "real_compute_run",
     "mlp",
     "pipeline_timeline",
     "run_pipeline",

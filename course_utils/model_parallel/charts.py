@@ -66,10 +66,10 @@ def pipeline_timeline(timelines: dict, title: str, note: str | None = None):
     return fig
 
 
-def bubble_vs_microbatches(rows: list[dict], stages: int):
-    """Measured bubble fraction per M, with GPipe's (K-1)/(M+K-1) drawn through them.
-
-    The legend and title do not spell the formula: notebook 06's exercise 1 asks for it."""
+def bubble_vs_microbatches(rows: list[dict], stages: int, subtitle: str = ""):
+    """Measured bubble fraction per M, with GPipe's (K-1)/(M+K-1) drawn through them; the
+    title says how far the measurements are from it. Neither legend nor title spells the
+    formula: notebook 06's exercise 1 asks for it."""
     fig, (ax,) = new_figure(width=6.0)
     ms = np.array([r["microbatches"] for r in rows])
     grid = np.geomspace(ms.min(), ms.max(), 100)
@@ -85,7 +85,15 @@ def bubble_vs_microbatches(rows: list[dict], stages: int):
     ax.set_xlabel("micro-batches per batch, M")
     ax.set_ylabel("bubble (idle share of the stages' time)")
     ax.set_ylim(0, 1)
-    ax.set_title("The bubble shrinks as the micro-batches grow")
+    worst = max(
+        abs(r["measured"] * (m + stages - 1) / (stages - 1) - 1)
+        for m, r in zip(ms, rows, strict=True)
+    )
+    ax.set_title(
+        f"K = {stages}, M = {ms.min()} to {ms.max()}: measured within {worst:.0%} of "
+        f"GPipe's prediction\n{subtitle}",
+        fontsize=9,
+    )
     ax.legend()
     fig.tight_layout()
     plt.close(fig)  # shown once, as the cell's result

@@ -13,7 +13,6 @@ noise of four processes sharing two cores. The real layer still runs inside the 
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
+from ..ranks import link as links
 from ..ranks.bootstrap import device
 from .schedules import (
     BACKWARD,
@@ -31,7 +31,6 @@ from .schedules import (
     WAIT,
     Event,
     Timeline,
-    bubble_formula,
     check_order,
     get_schedule,
 )
@@ -107,12 +106,23 @@ def run_stage(
     slot: float = 0.0,
     stage_cost: Sequence[float] | None = None,
     backward_ratio: float = 1.0,
+    link: str | None = None,
 ) -> StageResult:
     """This rank's share of one training step: its stage, in the schedule's order.
 
     Runs inside a launched rank (rank r = stage r). The loss is the mean cross-entropy
-    of the whole batch, so each micro-batch's loss is divided by `microbatches`.
+    of the whole batch, so each micro-batch's loss is divided by `microbatches`. With a
+    `link`, hand-offs cross it and every time is the rank's link clock: its own CPU time
+    plus waits (`ranks.link.now`), as if each stage had a core of its own.
     """
+    with links.active(link or "real", virtual=link is not None):
+        now = links.now if link else time.perf_counter
+        return _run_stage(
+            model, schedule, microbatches, x, y, slot, stage_cost, backward_ratio, now
+        )
+
+
+def _run_stage(model, schedule, microbatches, x, y, slot, stage_cost, backward_ratio, now):
     rank, stages = dist.get_rank(), dist.get_world_size()
     sched = get_schedule(schedule)
     dev = device()
@@ -140,26 +150,27 @@ def run_stage(
         kind, i = order[n]
         if kind == FORWARD and rank > 0:
             buffer = torch.empty(in_shape, device=dev)
-            inbox[n] = buffer, dist.irecv(buffer, rank - 1, tag=i)
+            inbox[n] = buffer, links.irecv(buffer, rank - 1, tag=i)
         elif kind == BACKWARD and not last:
             buffer = torch.empty(out_shape, device=dev)
-            inbox[n] = buffer, dist.irecv(buffer, rank + 1, tag=microbatches + i)
+            inbox[n] = buffer, links.irecv(buffer, rank + 1, tag=microbatches + i)
 
     def receive(n: int) -> torch.Tensor:
         buffer, handle = inbox.pop(n)
-        began = time.perf_counter()
+        began = now()
         handle.wait()
-        events.append(Event(rank, WAIT, -1, began - t0, time.perf_counter() - t0))
+        events.append(Event(rank, WAIT, -1, began - t0, now() - t0))
         return buffer
 
     post_receive(0)
     dist.barrier()
-    t0 = time.perf_counter()
+    links.restart()
+    t0 = now()
     for n, (kind, i) in enumerate(order):
         post_receive(n + 1)
         if kind == FORWARD:
-            inp = xs[i] if rank == 0 else receive(n).requires_grad_()
-            start = time.perf_counter()
+            inp = (xs[i] if rank == 0 else receive(n)).requires_grad_()  # every stage alike
+            start = now()
             out = module(inp)
             if last:
                 out = F.cross_entropy(out, ys[i]) / microbatches
@@ -172,15 +183,15 @@ def run_stage(
         else:
             inp, out = stash.pop(i)
             grad = None if last else receive(n)
-            start = time.perf_counter()
+            start = now()
             out.backward(grad)
             if rank > 0:
                 outbox.append((inp.grad, rank - 1, microbatches + i))
             _pad_to(start, slot * cost * backward_ratio)
-        events.append(Event(rank, kind, i, start - t0, time.perf_counter() - t0))
+        events.append(Event(rank, kind, i, start - t0, now() - t0))
         following = order[n + 1][0] if n + 1 < len(order) else None
         if not sched.whole_batch_sends or following != kind:
-            sends += [(t, dist.isend(t, dst, tag=tag)) for t, dst, tag in outbox]
+            sends += [(t, links.isend(t, dst, tag=tag)) for t, dst, tag in outbox]
             outbox.clear()
     for _, handle in sends:
         handle.wait()
@@ -211,6 +222,7 @@ def run_pipeline(
     seed: int = 0,
     backend: str = "gloo",
     timeout: float = 60.0,
+    link: str | None = None,
 ) -> PipelineRun:
     """One training step of `model` (default: one block of width `hidden` per stage) on
     `stages` ranks, in the order `schedule` gives; `x, y` default to a random batch.
@@ -243,7 +255,12 @@ def run_pipeline(
         backend=backend,
         timeout=timeout,
         args=(model, schedule, microbatches, x, y),
-        kwargs={"slot": slot, "stage_cost": stage_cost, "backward_ratio": backward_ratio},
+        kwargs={
+            "slot": slot,
+            "stage_cost": stage_cost,
+            "backward_ratio": backward_ratio,
+            "link": link,
+        },
     )
     events = sorted((e for r in results for e in r.events), key=lambda e: (e.stage, e.start))
     timeline = Timeline(
@@ -265,30 +282,3 @@ def serial_step(model: nn.Sequential, x: torch.Tensor, y: torch.Tensor):
     grads = [p.grad.detach().clone() for p in model.parameters()]
     model.zero_grad()
     return loss.item(), grads
-
-
-def typical_run(schedule: str = "gpipe", *, repeats: int = 3, **kwargs) -> PipelineRun:
-    """The run with the median step time out of `repeats`, so that one hiccup of a shared
-    machine (another process holding the core for a moment) cannot decide a verdict."""
-    runs = [run_pipeline(schedule, **kwargs) for _ in range(repeats)]
-    return sorted(runs, key=lambda r: r.timeline.makespan())[len(runs) // 2]
-
-
-def measure_bubble(
-    stages: int,
-    microbatches: Sequence[int],
-    *,
-    slot: float,
-    repeats: int = 1,
-    schedule: str = "gpipe",
-) -> list[dict]:
-    """Measured (median over `repeats` steps) and predicted bubble fraction for each M."""
-    rows = []
-    for m in microbatches:
-        measured = [
-            run_pipeline(schedule, stages=stages, microbatches=m, slot=slot).timeline
-            for _ in range(repeats)
-        ]
-        bubble = statistics.median(t.bubble_fraction() for t in measured)
-        rows.append({"microbatches": m, "measured": bubble, "predicted": bubble_formula(stages, m)})
-    return rows

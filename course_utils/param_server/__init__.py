@@ -2,10 +2,12 @@
 
 A synchronous and an asynchronous (Downpour) parameter server on real ranks (`server`,
 `runs`), stale gradients, a worker that dies, and local SGD with periodic averaging
-(`local_sgd`).
+(`local_sgd`); a synchronous server's time against workers and shards over the emulated
+link (`scaling`).
 """
 
-from . import charts, exercises
+from ..ranks import link
+from . import charts, exercises, scaling
 from .charts import (
     averaging_accuracy,
     lr_sensitivity,
@@ -37,11 +39,13 @@ __all__ = [
     "check_staleness",
     "evaluate",
     "exercises",
+    "link",
     "lr_sensitivity",
     "ps_loss_curves",
     "ps_traffic",
     "run_local_sgd",
     "run_parameter_server",
+    "scaling",
     "serial_twin",
     "server_config",
     "staleness_histogram",

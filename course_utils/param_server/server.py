@@ -4,14 +4,13 @@ Ranks 0..S-1 are servers, each owning one slice of the flattened parameters; the
 ranks are workers. A worker computes a gradient with the parameters it last pulled,
 pushes each slice to its server, and waits for the new slice back. A synchronous server
 waits for every worker, averages and applies one update; an asynchronous one applies each
-gradient the moment it arrives, so a worker's gradient may be *stale*: computed on
-parameters that other workers' updates have since changed. Every applied gradient's
-staleness (updates applied since its worker pulled) is recorded.
+gradient the moment it arrives, so a gradient may be *stale* (computed on parameters that
+other updates have since changed); each one's staleness (updates since its pull) is kept.
 
-Gloo cannot poll a receive, and a receive from a dead peer never returns, so each server
-receives from whichever worker is ready (`dist.recv` without a source) on a helper thread
-and waits on a queue with a deadline: a worker silent for `worker_timeout` seconds is lost.
-Asynchronous training goes on without it; synchronous training cannot, and says who.
+Messages cross `cfg.link` (`ranks.link`). Gloo cannot poll a receive, and one from a dead
+peer never returns, so each server receives from any worker (`dist.recv` without a
+source) on a helper thread and waits on a queue with a deadline: a worker silent for
+`worker_timeout` seconds is lost. Async training goes on without it; sync cannot.
 """
 
 from __future__ import annotations
@@ -31,6 +30,7 @@ from torch.nn.utils import parameters_to_vector, vector_to_parameters
 from ..allreduce.algorithms import chunk_bounds
 from ..core.errors import LaunchError
 from ..core.models import build
+from ..ranks import link as links
 
 GRADIENT, BYE = 0.0, 1.0  # what a worker's message carries
 PARAMS, STOP = 0.0, 1.0  # what a server's reply carries
@@ -58,6 +58,7 @@ class ServerConfig:
     delays: tuple[float, ...] = ()  # extra seconds per gradient, one entry per worker
     kill_worker: int | None = None  # worker index (1-based) that SIGKILLs itself ...
     kill_after: int = 0  # ... after pushing this many gradients
+    link: str = "real"  # the network every message crosses (`ranks.link`): "real" or emulated
     worker_timeout: float = 3.0  # seconds of silence after which a worker is lost
     snapshot_every: int = 10  # keep the parameters every this many updates
     timeout: float = 60.0  # the whole launch
@@ -123,17 +124,15 @@ def initial_params(cfg: ServerConfig, input_shape, num_classes) -> torch.Tensor:
     return parameters_to_vector(model.parameters()).detach().clone()
 
 
-# ---------------------------------------------------------------- the ranks
-
-
 def node(cfg: ServerConfig, train, input_shape, num_classes):
     """What every rank runs: serve if its rank is below `servers`, else work."""
     params = initial_params(cfg, input_shape, num_classes)
     shards = chunk_bounds(params.numel(), cfg.servers)
     dist.barrier()
-    if dist.get_rank() < cfg.servers:
-        return _serve(cfg, params, shards[dist.get_rank()])
-    return _work(cfg, params, shards, train, input_shape, num_classes)
+    with links.active(cfg.link):
+        if dist.get_rank() < cfg.servers:
+            return _serve(cfg, params, shards[dist.get_rank()])
+        return _work(cfg, params, shards, train, input_shape, num_classes)
 
 
 def _work(cfg, params, shards, train, input_shape, num_classes) -> dict:
@@ -152,12 +151,12 @@ def _work(cfg, params, shards, train, input_shape, num_classes) -> dict:
         for s in sorted(active):
             a, b = shards[s]
             message = torch.cat([torch.tensor([GRADIENT, versions[s]]), grad[a:b]])
-            dist.send(message, s)
+            links.send(message, s)
             moved += message.numel() * message.element_size()
         for s in sorted(active):
             a, b = shards[s]
             reply = torch.empty(HEADER + b - a)
-            dist.recv(reply, s)
+            links.recv(reply, s)
             moved += reply.numel() * reply.element_size()
             if reply[0] == STOP:
                 active.discard(s)
@@ -167,7 +166,7 @@ def _work(cfg, params, shards, train, input_shape, num_classes) -> dict:
         pushed += 1
     for s in range(cfg.servers):
         a, b = shards[s]
-        dist.send(torch.cat([torch.tensor([BYE, 0.0]), torch.zeros(b - a)]), s)
+        links.send(torch.cat([torch.tensor([BYE, 0.0]), torch.zeros(b - a)]), s)
     return {"worker": worker, "gradients": pushed, "losses": losses, "bytes": moved}
 
 
@@ -183,7 +182,7 @@ class _Inbox:
         try:
             while True:
                 message = torch.empty(self.size)
-                sender = dist.recv(message)
+                sender = links.recv(message)
                 self.queue.put((sender, message))
         except Exception:  # the group is torn down at the end of the run: nothing to report
             return
@@ -209,7 +208,7 @@ def _serve(cfg: ServerConfig, params: torch.Tensor, shard: tuple[int, int]) -> S
     def reply(rank: int, kind: float) -> None:
         message = torch.cat([torch.tensor([kind, float(version)]), mine])
         try:
-            dist.send(message, rank)
+            links.send(message, rank)
             log.bytes_sent += message.numel() * message.element_size()
         except RuntimeError as exc:  # the worker's connection is gone
             log.lost.setdefault(workers[rank], f"could not take its reply ({_short(exc)})")

@@ -1,0 +1,75 @@
+"""Dial the link: bandwidth and latency sliders over the alpha-beta predictions.
+
+With ipympl (`%matplotlib widget`) the picture redraws as the sliders move and its stored
+output keeps a PNG of the first view; without ipympl it shows that first view (the
+profile's link) as a plain picture. To *measure* another link, pass it to
+`time_allreduce(..., link="1gbit")`.
+"""
+
+from __future__ import annotations
+
+import matplotlib
+import matplotlib.pyplot as plt
+from matplotlib._pylab_helpers import Gcf
+
+from ..core.style import PALETTE
+from ..ranks.link import Link
+from .algorithms import ALGORITHMS
+from .charts import _label
+from .cost_model import AlphaBeta, crossover_bytes, predicted_seconds
+
+__all__ = ["draw_link", "link_dial"]
+
+
+def draw_link(ax, link: Link, world_size: int, nbytes: list) -> None:
+    """Each algorithm's predicted time over `link`, and where the ring overtakes the butterfly."""
+    model = AlphaBeta(alpha=link.alpha, beta=link.beta)
+    for i, name in enumerate(ALGORITHMS):
+        times = [predicted_seconds(name, world_size, n, model) for n in nbytes]
+        ax.loglog(nbytes, times, "-", color=PALETTE[i], label=_label(name))
+    cross = crossover_bytes("butterfly", "ring", world_size, model)
+    if cross:
+        ax.axvline(cross, color="grey", ls=":", lw=1)
+    where = f"above {cross:,.0f} bytes" if cross else "never"
+    ax.set_title(
+        f"{link.label}, N = {world_size}: the ring beats the butterfly {where}", fontsize=9
+    )
+    ax.set_xlabel("message size (bytes)")
+    ax.set_ylabel("predicted time per allreduce (s)")
+    ax.legend(fontsize=7)
+
+
+def link_dial(link: Link, world_size: int = 8, nbytes: list | None = None):
+    """Show the sliders and the picture; returns the control box (or None without ipympl)."""
+    from IPython.display import display
+
+    nbytes = nbytes or [2**k for k in range(8, 27)]
+    with plt.ioff():
+        fig = plt.figure(figsize=(6.5, 4.0))
+    if "ipympl" not in matplotlib.get_backend() and "widget" not in matplotlib.get_backend():
+        draw_link(fig.add_subplot(), link, world_size, nbytes)
+        plt.close(fig)
+        display(fig)
+        return None
+    import ipywidgets as w
+
+    rate = w.FloatLogSlider(
+        value=link.bits_per_second / 1e6, base=10, min=0, max=5, description="Mbit/s"
+    )
+    alpha = w.FloatLogSlider(value=link.alpha * 1e3, base=10, min=-3, max=2, description="α (ms)")
+    ranks = w.IntSlider(value=world_size, min=2, max=64, description="ranks")
+    fig.canvas.header_visible = False
+    Gcf.figs.pop(fig.number, None)  # ours alone: a later inline cell must not show it again
+
+    def redraw(*_):
+        fig.clear()
+        dialed = Link(alpha=alpha.value / 1e3, bits_per_second=rate.value * 1e6)
+        draw_link(fig.add_subplot(), dialed, ranks.value, nbytes)
+        fig.canvas.draw_idle()
+
+    for control in (rate, alpha, ranks):
+        control.observe(redraw, names="value")
+    redraw()
+    controls = w.HBox([rate, alpha, ranks])
+    display(controls, fig.canvas)
+    return controls

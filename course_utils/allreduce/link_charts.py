@@ -1,0 +1,93 @@
+"""Charts of the link lessons: time against N, the real link beside the emulated one, busbw.
+
+Each takes plain tables of measured seconds and computes its title from them; the link a
+chart was measured on goes in its subtitle.
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+
+from ..core.style import PALETTE, new_figure
+from .charts import _label
+from .verdicts import bus_bandwidth, growth
+
+__all__ = ["bus_bandwidth_sweep", "real_beside_emulated", "time_against_ranks"]
+
+
+def _growth_axes(ax, by_n: dict, index: int) -> dict:
+    """Plot each algorithm's time at message `index` against N; return its growth."""
+    worlds = sorted(by_n)
+    grown = {}
+    for i, name in enumerate(by_n[worlds[0]]):
+        times = {n: by_n[n][name][index] for n in worlds}
+        colour = "black" if name == "builtin" else PALETTE[i]
+        ax.semilogy(worlds, [times[n] for n in worlds], "o-", color=colour, label=_label(name))
+        grown[name] = growth(times)
+    ax.set_xlabel("ranks N")
+    ax.set_xticks(worlds)
+    return grown
+
+
+def time_against_ranks(by_n: dict, nbytes: int, index: int = -1, subtitle: str = ""):
+    """Each algorithm's time for one message size against N, titled with how much each grew.
+
+    `by_n`: {world_size: {algorithm: [seconds per size]}}; `index` picks the size.
+    """
+    fig, (ax,) = new_figure(width=6.5, height=4.0)
+    grown = _growth_axes(ax, by_n, index)
+    ax.set_ylabel(f"time per allreduce of {nbytes:,} bytes (s)")
+    ax.legend(fontsize=8)
+    worlds = sorted(by_n)
+    parts = ", ".join(f"{_label(k)} x{v:.1f}" for k, v in grown.items() if k != "builtin")
+    ax.set_title(f"From N = {worlds[0]} to {worlds[-1]}: {parts}\n{subtitle}", fontsize=9)
+    plt.close(fig)
+    return fig
+
+
+def real_beside_emulated(real: dict, emulated: dict, nbytes: int, label: str, cores: int):
+    """The same allreduces timed on the real loopback link and on the emulated one.
+
+    On the real link N ranks share `cores` cores, so what grows with N is the scheduler's
+    work; on the emulated link each message waits (sleeping) for its wire.
+    """
+    fig, axes = new_figure(2, width=4.6, height=3.8)
+    grown_real = _growth_axes(axes[0], real, -1)
+    grown_emulated = _growth_axes(axes[1], emulated, -1)
+    axes[0].set_ylabel(f"time per allreduce of {nbytes:,} bytes (s)")
+    axes[0].set_title(f"real loopback link, {cores} cores shared", fontsize=9)
+    axes[1].set_title(label, fontsize=9)
+    axes[1].legend(fontsize=7)
+    worlds = sorted(emulated)
+    fig.suptitle(
+        f"The ring from N = {worlds[0]} to {worlds[-1]}: x{grown_real['ring']:.1f} on the real "
+        f"link, x{grown_emulated['ring']:.1f} on the emulated one",
+        fontsize=10,
+    )
+    fig.tight_layout()
+    plt.close(fig)
+    return fig
+
+
+def bus_bandwidth_sweep(curves: dict, world: int, link_rate: float | None = None):
+    """Bus bandwidth (nccl-tests' busbw) against message size, one curve per (link, algorithm).
+
+    `curves`: {(link label, algorithm): (sizes in bytes, seconds)}; `link_rate`: the
+    emulated link's bytes per second, drawn as a line.
+    """
+    fig, (ax,) = new_figure(width=6.5, height=4.0)
+    best = {}
+    for i, ((link, name), (sizes, seconds)) in enumerate(curves.items()):
+        busbw = [bus_bandwidth(n, t, world) / 1e6 for n, t in zip(sizes, seconds, strict=True)]
+        style = "o-" if "real" in link else "s--"
+        ax.loglog(sizes, busbw, style, color=PALETTE[i], label=f"{_label(name)}, {link}")
+        best[link] = max(best.get(link, 0.0), max(busbw))
+    if link_rate:
+        ax.axhline(link_rate / 1e6, color="grey", ls=":", label="emulated link's bandwidth")
+    ax.set_xlabel("message size (bytes)")
+    ax.set_ylabel("bus bandwidth (MB/s)")
+    ax.legend(fontsize=7)
+    peaks = "; ".join(f"{link}: {v:,.0f} MB/s" for link, v in best.items())
+    ax.set_title(f"busbw = n/t · 2(N-1)/N on {world} ranks, best per link: {peaks}", fontsize=8)
+    plt.close(fig)
+    return fig

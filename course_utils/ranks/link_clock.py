@@ -1,0 +1,60 @@
+"""The emulated link's clock: when each rank's wire is free, in a time the scheduler cannot stretch.
+
+Sleeping `alpha + bytes/beta` before each send would let every late wake-up (a rank on a
+busy 2-core laptop can wait a whole scheduler tick for a core) add to the next message,
+and a ring's 2(N-1) dependent steps would add them all up. So each rank keeps a
+*virtual* clock: it advances by the rank's own CPU time (its compute, as if it had a core
+to itself) and by the wire times of the messages it sends and receives, and each message
+carries the time its last byte arrives. The data moves for real at once; the rank then
+sleeps until its virtual clock, so real work of up to a wire time hides behind the wire,
+as the transfer itself would on a real network card.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+LAG = 0.05  # seconds: a rank whose real time runs this far ahead (it waited outside the
+# link, in a barrier or a sleep) moves its virtual clock up to it
+
+
+class Clock:
+    """One rank's virtual time, and when its outgoing and incoming wires are next free."""
+
+    def __init__(self, lag: float = LAG):
+        self.lag = lag  # math.inf: a purely virtual clock (compute counts as CPU time only)
+        self.restart()
+
+    def restart(self) -> None:
+        """Start afresh from the real time: after a barrier, say, before timing something."""
+        self.now = self.out = self.into = time.perf_counter()
+        self._cpu = {}
+
+    def advance(self) -> float:
+        """Count the CPU time this thread used since its last message; returns the time."""
+        thread, cpu = threading.get_ident(), time.thread_time()
+        self.now += max(0.0, cpu - self._cpu.get(thread, cpu))
+        self._cpu[thread] = cpu
+        self.now = max(self.now, time.perf_counter() - self.lag)
+        return self.now
+
+    def send(self, seconds: float) -> float:
+        """A message of `seconds` on the wire, after every earlier one: when its last byte
+        arrives (the receiver gets this stamp)."""
+        self.out = max(self.advance(), self.out) + seconds
+        return self.out
+
+    def received(self, seconds: float, arrives: float) -> float:
+        """A message whose last byte arrives at `arrives`: later if the incoming wire was
+        still busy with an earlier one (messages that arrive together queue)."""
+        self.into = max(self.into, arrives - seconds) + seconds
+        return self.into
+
+    def wait_until(self, moment: float) -> None:
+        """This rank is busy until `moment` (its virtual time): sleep until the real one."""
+        self.now = max(self.now, moment)
+        left = self.now - time.perf_counter()
+        if left > 0:
+            time.sleep(left)
+        self._cpu[threading.get_ident()] = time.thread_time()  # sleeping is not compute

@@ -1,0 +1,74 @@
+"""DDP over the emulated link: a communication hook whose buckets queue on the rank's wire.
+
+`model.register_comm_hook(link, allreduce_hook)`. Each bucket is averaged for real by
+gloo, and handed back to DDP only when a ring allreduce of its bytes would have left this
+rank's wire. A daemon thread waits for that, so the backward pass goes on meanwhile and
+later buckets queue behind earlier ones, as on a real network card.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+
+import torch
+import torch.distributed as dist
+
+from .link import REAL, Link, ring_allreduce_seconds, wire_deadline
+
+__all__ = ["allreduce_hook", "deliver_after"]
+
+
+class _Wire(threading.Thread):
+    """Completes each bucket's future once its allreduce is done and its wire time is over."""
+
+    def __init__(self):
+        super().__init__(daemon=True, name="emulated-link")
+        self.jobs: queue.Queue = queue.Queue()
+
+    def run(self) -> None:
+        while True:
+            deadline, work, out = self.jobs.get()
+            try:
+                value = work.wait()
+                left = deadline - time.perf_counter()
+                if left > 0:
+                    time.sleep(left)
+                out.set_result(value[0] if isinstance(value, list) else value)
+            except Exception as error:  # noqa: BLE001 - handed to the waiting DDP
+                out.set_exception(error)
+
+
+_wire: list[_Wire] = []
+
+
+def _wire_thread() -> _Wire:
+    if not _wire or not _wire[0].is_alive():
+        _wire[:] = [_Wire()]
+        _wire[0].start()
+    return _wire[0]
+
+
+def deliver_after(deadline: float, work: torch.futures.Future) -> torch.futures.Future:
+    """A future with `work`'s value (its first tensor), set no earlier than `deadline`."""
+    out = torch.futures.Future()
+    _wire_thread().jobs.put((deadline, work, out))
+    return out
+
+
+def allreduce_hook(link: Link | None, bucket):
+    """Average the bucket through gloo, over `link`'s wire (None or real: DDP's own hook).
+
+    Returns a torch.futures.Future of the averaged bucket (unannotated: DDP rejects the
+    string annotation that `from __future__ import annotations` makes).
+    """
+    buffer = bucket.buffer()
+    world = dist.get_world_size()
+    buffer.div_(world)
+    work = dist.all_reduce(buffer, async_op=True).get_future()
+    link = link or REAL
+    if not link.emulated:
+        return work.then(lambda fut: fut.value()[0])
+    nbytes = buffer.numel() * buffer.element_size()
+    return deliver_after(wire_deadline(ring_allreduce_seconds(link, nbytes, world)), work)

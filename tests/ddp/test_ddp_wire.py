@@ -1,0 +1,76 @@
+"""DDP's hooks over the emulated link, and the fixes compared at one effective batch."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from course_utils import ddp as dp
+from course_utils.ddp import cost, wire
+from course_utils.ranks import link
+
+SLOW = link.parse("8mbit,10ms")
+
+
+def test_hooks_put_what_they_send_on_the_wire():
+    grads = [torch.zeros(64, 40), torch.zeros(64), torch.zeros(10, 64)]
+    plain = wire.wire_seconds(SLOW, "allreduce", grads, 2)
+    assert plain == pytest.approx(link.ring_allreduce_seconds(SLOW, 4 * 3264, 2))
+    half = wire.wire_seconds(SLOW, "fp16", grads, 2)
+    assert half == pytest.approx(link.ring_allreduce_seconds(SLOW, 2 * 3264, 2))
+    powersgd = wire.wire_seconds(SLOW, "powersgd", grads, 2)
+    assert powersgd > half  # three latency-bound rings for a few hundred floats
+    assert wire.wire_seconds(link.REAL, "powersgd", grads, 2) == 0
+
+
+def test_every_fix_runs_at_naive_ddps_effective_batch():
+    variants = cost.standard_variants(8, accumulate=4)
+    assert {v.per_rank_batch * v.accumulate for v in variants} == {8}
+    with pytest.raises(ValueError, match="multiple of 4"):
+        cost.standard_variants(6, accumulate=4)
+
+
+def test_the_emulated_link_sets_ddps_communication_time():
+    setup = dp.Setup(hidden=16)
+    naive = cost.Variant("naive", 8)
+    powersgd = cost.Variant("PowerSGD", 8, hook="powersgd")
+    (real,) = cost.measure([naive], 2, 64, setup)
+    slow, compressed = cost.measure([naive, powersgd], 2, 64, setup, link=SLOW)
+    per_sync = slow.communication / slow.syncs
+    assert slow.syncs == compressed.syncs == 8
+    assert per_sync >= 0.9 * link.ring_allreduce_seconds(SLOW, 4 * 1000, 2)
+    assert slow.seconds > 5 * real.seconds
+    assert slow.effective_batch == compressed.effective_batch == 16
+
+
+class _T:
+    def __init__(self, name, per_1000, batch=32, syncs=32):
+        self.name, self.seconds_per_1000_samples = name, per_1000
+        self.effective_batch, self.syncs = batch, syncs
+
+
+def test_ddp_verdicts_fail_where_the_effect_is_absent():
+    from course_utils.ddp import verdicts
+
+    naive, single = _T("naive", 0.4), _T("one", 0.01)
+    assert verdicts.slower_than(naive, single, "naive is slower").ok
+    assert not verdicts.slower_than(single, naive, "naive is slower").ok
+    assert verdicts.equal_effective_batch([naive, single]).ok
+    assert not verdicts.equal_effective_batch([naive, _T("8x batch", 0.05, batch=256)]).ok
+    assert verdicts.no_sync_saves_no_syncs(naive, _T("no_sync", 0.41)).ok
+    bigger_batch = _T("no_sync x8 at 8x the batch", 0.05, batch=256, syncs=4)
+    assert not verdicts.no_sync_saves_no_syncs(naive, bigger_batch).ok
+    assert verdicts.saving(naive, _T("fp16", 0.35)) == pytest.approx(0.05)
+
+
+def test_overlap_saving_is_measured_and_its_verdict_fails_without_overlap():
+    from course_utils.ddp import verdicts
+    from course_utils.ddp.overlap import overlap_saving
+
+    result = overlap_saving(layers=4, width=256, batch=128, bucket_cap_mb=0.2, link="1gbit,2ms")
+    assert result["buckets"] > 1
+    assert result["sequential"] == pytest.approx(result["compute"] + result["communication"])
+    assert result["overlapped"] >= 0.8 * result["communication"]  # the wire is never skipped
+    assert verdicts.overlap_saves(result, share=0.25).ok  # lenient: tests share 2 busy cores
+    none = {**result, "overlapped": result["sequential"], "saving": 0.0}
+    assert not verdicts.overlap_saves(none).ok

@@ -1,0 +1,160 @@
+"""The emulated link: data still moves through gloo, and each message pays alpha + bytes/beta."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from course_utils.allreduce.algorithms import ring_allreduce
+from course_utils.ranks import link
+from course_utils.ranks.launch import launch
+from course_utils.ranks.link_hook import allreduce_hook
+
+SLOW = "8mbit,20ms"  # 1 MB/s: 10 KB take 10 ms on the wire, on top of 20 ms latency
+
+
+def test_parse_names_and_labels():
+    assert link.parse("real") is link.REAL and not link.REAL.emulated
+    fast = link.parse("1gbit")
+    assert fast.bits_per_second == 1e9 and fast.alpha == 1e-3
+    slow = link.parse("100mbit,2ms")
+    assert slow.beta == pytest.approx(8e-8) and slow.alpha == pytest.approx(2e-3)
+    assert slow.label == "emulated 100 Mbit/s link, α = 2 ms"
+    assert link.parse(slow.spec) == slow
+    assert link.REAL.wire_seconds(1 << 30) == 0
+    with pytest.raises(ValueError, match="100mbit,2ms"):
+        link.parse("fast")
+
+
+def test_ring_wire_time_is_two_n_minus_one_chunks():
+    slow = link.parse(SLOW)
+    assert link.ring_allreduce_seconds(slow, 4000, 4) == pytest.approx(6 * (0.02 + 1000 / 1e6))
+    assert link.ring_allreduce_seconds(link.REAL, 4000, 4) == 0
+
+
+def _timed_exchange(spec: str) -> tuple:
+    """Rank 0 sends 10 KB to rank 1 three times in a row: the wire carries them one by one."""
+    payload = torch.full((2500,), float(dist.get_rank() + 1))
+    with link.active(spec):
+        dist.barrier()
+        link.restart()  # as every timing does: the clock starts from the barrier
+        start = time.perf_counter()
+        for _ in range(3):
+            if dist.get_rank() == 0:
+                link.send(payload, 1)
+            else:
+                link.recv(payload, 0)
+        elapsed = time.perf_counter() - start
+    return elapsed, payload[0].item()
+
+
+def test_messages_pay_their_wire_time_and_still_arrive():
+    (sent, _), (received, value) = launch(_timed_exchange, 2, args=(SLOW,), backend="gloo")
+    wire = 3 * link.parse(SLOW).wire_seconds(10_000)  # 90 ms
+    assert value == 1.0  # the data moved
+    assert wire <= received < wire + 0.08
+    assert wire - 0.01 <= sent
+
+
+def _gather_on_rank_0(spec: str) -> float:
+    """Three workers send to rank 0 at once: its incoming wire takes them one after another."""
+    payload = torch.ones(2500)
+    with link.active(spec):
+        dist.barrier()
+        link.restart()  # as every timing does: the clock starts from the barrier
+        start = time.perf_counter()
+        if dist.get_rank() == 0:
+            for worker in (1, 2, 3):
+                link.recv(payload, worker)
+        else:
+            link.send(payload, 0)
+        return time.perf_counter() - start
+
+
+def test_messages_that_arrive_together_queue_on_the_way_in():
+    elapsed = launch(_gather_on_rank_0, 4, args=(SLOW,), backend="gloo")[0]
+    wire = link.parse(SLOW).wire_seconds(10_000)
+    assert 3 * wire <= elapsed < 3 * wire + 0.08
+
+
+def _ring_and_hook(spec: str) -> tuple:
+    x = torch.arange(8.0) * (dist.get_rank() + 1)
+    with link.active(spec):
+        dist.barrier()
+        link.restart()  # as every timing does: the clock starts from the barrier
+        start = time.perf_counter()
+        ring_allreduce(x)
+        ring_seconds = time.perf_counter() - start
+        model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 2, bias=False))
+        model.register_comm_hook(link.current(), allreduce_hook)
+        with torch.no_grad():
+            model.module.weight.fill_(1.0)
+        dist.barrier()
+        link.restart()
+        start = time.perf_counter()
+        model(torch.full((1, 4), float(dist.get_rank()))).sum().backward()
+        hook_seconds = time.perf_counter() - start
+        grad = model.module.weight.grad.clone()
+    return x, ring_seconds, hook_seconds, grad
+
+
+def test_ring_and_ddp_hook_pay_the_link_and_sum_correctly():
+    results = launch(_ring_and_hook, 2, args=(SLOW,), backend="gloo")
+    slow = link.parse(SLOW)
+    for x, ring_seconds, hook_seconds, grad in results:
+        assert torch.equal(x, torch.arange(8.0) * 3)
+        assert ring_seconds >= 2 * slow.wire_seconds(16)
+        assert hook_seconds >= link.ring_allreduce_seconds(slow, 32, 2)
+        assert torch.allclose(grad, torch.full((2, 4), 0.5))  # mean of inputs 0 and 1
+
+
+def test_real_link_adds_nothing():
+    results = launch(_ring_and_hook, 2, args=("real",), backend="gloo")
+    assert all(ring < 0.5 and hook < 0.5 for _, ring, hook, _ in results)
+    assert math.isinf(link.REAL.bits_per_second)
+
+
+def _pingpong_with_late_wakeups(spec: str) -> float:
+    """Before each send a rank loses 5 ms to the scheduler (a sleep stands in for it)."""
+    payload = torch.ones(2500)
+    other = 1 - dist.get_rank()
+    with link.active(spec):
+        dist.barrier()
+        link.restart()
+        start = time.perf_counter()
+        for turn in range(8):
+            if turn % 2 == dist.get_rank():
+                time.sleep(0.005)
+                link.send(payload, other)
+            else:
+                link.recv(payload, other)
+        return time.perf_counter() - start
+
+
+def test_late_wakeups_hide_behind_the_wire_instead_of_adding_up():
+    elapsed = max(launch(_pingpong_with_late_wakeups, 2, args=(SLOW,), backend="gloo"))
+    wire = link.parse(SLOW).wire_seconds(10_000)
+    assert 8 * wire <= elapsed < 8 * wire + 0.02  # not + 8 x 5 ms
+
+
+def _odd_sizes_and_dtypes(spec: str) -> list:
+    """Chunks whose byte counts are not multiples of 8, in several dtypes, both ways."""
+    other = 1 - dist.get_rank()
+    got = []
+    with link.active(spec):
+        for dtype in (torch.float32, torch.int64, torch.float16, torch.uint8):
+            mine = (torch.arange(13) * (dist.get_rank() + 1)).to(dtype)
+            theirs = torch.empty(13, dtype=dtype)
+            link.post(("send", mine[:7], other), ("recv", theirs[:7], other))
+            got.append(theirs[:7].clone())
+    return got
+
+
+def test_packed_stamps_keep_every_dtype_and_odd_length_intact():
+    for rank, got in enumerate(launch(_odd_sizes_and_dtypes, 2, args=(SLOW,), backend="gloo")):
+        for t in got:
+            assert t.tolist() == [i * (2 - rank) for i in range(7)]
