@@ -23,21 +23,23 @@ def add_arguments(parser) -> None:
     parser.add_argument("--schedule", choices=["gpipe", "1f1b"], default="gpipe")
     parser.add_argument("--paced", action="store_true", help="sleep-padded slots instead")
     parser.add_argument("--slot", type=float, default=0.04, help="--paced: seconds per op")
-    parser.add_argument("--width", type=int, default=3072, help="real compute: stage width")
+    parser.add_argument("--width", type=int, default=None, help="stage width (the profile's)")
     parser.add_argument("--micro-batch-size", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=1, help="steps per M; median reported")
 
 
 def run(args) -> dict:
+    from ..core import profiles
     from .bubble import HANDOFF_LINK, measure_bubble
 
+    width = args.width or profiles.current().pipeline.real_width
     rows = measure_bubble(
         args.stages,
         args.microbatches,
         slot=args.slot if args.paced else 0.0,
         repeats=args.repeats,
         schedule=args.schedule,
-        width=None if args.paced else args.width,
+        width=None if args.paced else width,
         micro_batch_size=args.micro_batch_size,
     )
     for row in rows:
@@ -49,7 +51,7 @@ def run(args) -> dict:
         "paced": args.paced,
         "schedule": args.schedule,
         "stages": args.stages,
-        **({"slot_seconds": args.slot} if args.paced else {"width": args.width}),
+        **({"slot_seconds": args.slot} if args.paced else {"width": width}),
         "handoff_link": None if args.paced else HANDOFF_LINK,
         "repeats": args.repeats,
         "rows": rows,
