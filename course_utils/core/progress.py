@@ -10,7 +10,11 @@ scripts and tests stay quiet unless they ask.
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable
+
+DELAY = 1.0  # seconds before a bar appears: short runs (local SGD's rounds) show none
+INTERVAL = 0.2  # seconds between two redraws at most
 
 _sink: Callable[[dict], None] | None = None  # set inside a rank: where rank 0's bar goes
 _silent = False  # set inside a rank or a trial that must not draw
@@ -38,7 +42,7 @@ def bar(total: int | None, desc: str, unit: str = "it", show: bool | None = None
         return NullBar()
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, desc=desc, unit=unit, leave=False)
+    return tqdm(total=total, desc=desc, unit=unit, leave=False, delay=DELAY, mininterval=INTERVAL)
 
 
 class NullBar:
@@ -55,21 +59,30 @@ class NullBar:
 
 
 class RemoteBar(NullBar):
-    """A bar whose every change goes to the parent as a small dict, which it draws."""
+    """A bar whose changes go to the parent as small dicts, which it draws.
+
+    Like tqdm's own `delay` and `mininterval`: nothing is sent in a run's first second, and
+    then at most five states a second, so thousands of short runs cost the pipe nothing.
+    """
 
     def __init__(self, sink, total, desc: str, unit: str):
         self.sink, self.state = sink, {"total": total, "desc": desc, "unit": unit, "n": 0}
-        self.sink(dict(self.state))
+        self.started, self.last_sent = time.monotonic(), None
 
     def update(self, n: int = 1) -> None:
         self.state["n"] += n
-        self.sink(dict(self.state))
+        now = time.monotonic()
+        late_enough = now - self.started >= DELAY
+        if late_enough and (self.last_sent is None or now - self.last_sent >= INTERVAL):
+            self.sink(dict(self.state))
+            self.last_sent = now
 
     def set_postfix(self, **values) -> None:
         self.state["postfix"] = {k: str(v) for k, v in values.items()}
 
     def close(self) -> None:
-        self.sink({**self.state, "closed": True})
+        if self.last_sent is not None:  # the parent drew it: tell it the run is over
+            self.sink({**self.state, "closed": True})
 
 
 class Mirror:
