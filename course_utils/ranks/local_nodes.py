@@ -146,10 +146,10 @@ def run_local_nodes(
             "the logs are printed above.",
             rank=None,
         )
-    for text in texts:
+    for text in texts:  # a progress bar may share the line: look for the prefix anywhere
         for line in text.splitlines():
-            if line.startswith(RESULTS_PREFIX):
-                return json.loads(line[len(RESULTS_PREFIX) :])
+            if RESULTS_PREFIX in line:
+                return json.loads(line.split(RESULTS_PREFIX, 1)[1])
     raise LaunchError("the torchrun job finished but rank 0 printed no results line.")
 
 
