@@ -249,15 +249,15 @@ def ring_allreduce(t: torch.Tensor, trace: Trace | None = None) -> torch.Tensor:
     for step in range(world - 1):
         log.next_round(f"reduce-scatter step {step + 1}: send right, add what comes from the left")
         send, recv = bounds[(rank - step) % world], bounds[(rank - step - 1) % world]
-        _ring_step(flat, send, recv, right, left, incoming, log, add=True)
+        ring_step(flat, send, recv, right, left, incoming, log, add=True)
     for step in range(world - 1):
         log.next_round(f"all-gather step {step + 1}: pass the finished chunks round")
         send, recv = bounds[(rank + 1 - step) % world], bounds[(rank - step) % world]
-        _ring_step(flat, send, recv, right, left, incoming, log, add=False)
+        ring_step(flat, send, recv, right, left, incoming, log, add=False)
     return _finish(t, flat)
 
 
-def _ring_step(flat, send, recv, right, left, incoming, log, add: bool) -> None:
+def ring_step(flat, send, recv, right, left, incoming, log, add: bool) -> None:
     """One grouped send/receive; received chunks land in a preallocated buffer or in place."""
     (s0, s1), (r0, r1) = send, recv
     ops = []

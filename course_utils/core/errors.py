@@ -41,17 +41,6 @@ class LaunchTimeout(LaunchError):
     """A launch did not finish within its timeout: some rank hung, or ranks deadlocked."""
 
 
-class RemoteTraceback(Exception):
-    """Shows a rank's traceback as the cause of the LaunchError raised in the notebook."""
-
-    def __init__(self, text: str):
-        super().__init__(text)
-        self.text = text
-
-    def __str__(self) -> str:
-        return "\n" + self.text.rstrip()
-
-
 class ProfileError(CourseError, ValueError):
     """An unknown profile name."""
 

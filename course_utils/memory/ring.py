@@ -3,7 +3,7 @@
 `reduce_scatter_` leaves on rank r the sum over all ranks of chunk r of the buffer;
 `all_gather_` sends every rank's own chunk round until everyone holds every chunk. One
 after the other they are the ring allreduce of notebook 05 (DDP's all-reduce below is
-exactly that). Every message goes through 05's `_ring_step`, and a `Trace` counts the
+exactly that). Every message goes through 05's `ring_step`, and a `Trace` counts the
 bytes this rank sends.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-from ..allreduce.algorithms import Trace, _ring_step, chunk_bounds
+from ..allreduce.algorithms import Trace, chunk_bounds, ring_step
 
 __all__ = ["Trace", "all_gather_", "all_reduce_", "own_chunk", "reduce_scatter_"]
 
@@ -35,7 +35,7 @@ def _ring(flat: torch.Tensor, trace: Trace, add: bool, offset: int) -> torch.Ten
         trace.next_round("reduce-scatter" if add else "all-gather")
         send = bounds[(rank - step - offset) % world]
         recv = bounds[(rank - step - offset - 1) % world]
-        _ring_step(flat, send, recv, right, left, incoming, trace, add=add)
+        ring_step(flat, send, recv, right, left, incoming, trace, add=add)
     return flat
 
 
