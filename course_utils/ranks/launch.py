@@ -62,7 +62,10 @@ def launch(
     world_size, timeout = _check_arguments(fn, world_size, timeout, args, kwargs)
     backend = rank_setup.resolve_backend(backend, world_size)
     payload = _pickle_payload(fn, args, kwargs)
-    ctx = processes.context(start_method, backend)
+    try:
+        ctx = processes.context(start_method, backend)  # the first call waits for imports
+    except KeyboardInterrupt as interrupt:
+        raise interrupt.with_traceback(None) from None  # no frames of the launcher
     method = ctx.get_start_method()
     spec = RankSpec(
         world_size=world_size,

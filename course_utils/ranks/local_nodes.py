@@ -103,6 +103,7 @@ def run_local_nodes(
     agents = []
     own_exit: dict[int, int] = {}  # exit codes of agents that ended by themselves
     failed: list[int] = []  # the nodes seen failing first
+    interrupted = False
     try:
         for n in range(nnodes):
             cmd = torchrun_command(
@@ -111,7 +112,7 @@ def run_local_nodes(
                 module=module, module_args=module_args, max_restarts=max_restarts,
                 log_dir=str(workdir / "torchelastic"),
             )  # fmt: skip
-            with open(logs[n], "wb") as log:
+            with open(logs[n], "wb") as log, processes.interrupts_held():  # recorded, or not made
                 agents.append(
                     processes.start_command(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
                 )
@@ -128,17 +129,25 @@ def run_local_nodes(
             if failed:
                 break  # one node failed: the others would wait for it until the timeout
             time.sleep(0.1)
+    except KeyboardInterrupt:
+        interrupted = True
     finally:
         own_exit = {n: a.poll() for n, a in enumerate(agents) if a.poll() is not None}
-        processes.stop(*agents, wait=10)
+        with processes.interrupts_held():  # a second interrupt must not cut the stop short
+            processes.stop(*agents, wait=10)
         texts = [log.read_text(errors="replace") if log.exists() else "" for log in logs]
         shutil.rmtree(workdir, ignore_errors=True)
         failed = failed or sorted(n for n, code in own_exit.items() if code != 0)
         failed = failed or [n for n, a in enumerate(agents) if a.returncode != 0]
-        if echo or failed or len(agents) < nnodes:  # a failure always shows its logs
+        if not interrupted and (echo or failed or len(agents) < nnodes):  # failures show logs
             for n, text in enumerate(texts):
                 for line in text.splitlines():
                     print(f"[node {n}] {line}")
+    if interrupted:
+        raise KeyboardInterrupt(
+            f"interrupted: the {nnodes}-node torchrun job was stopped ({len(agents)} of its "
+            "agents had started); nothing is left running"
+        ) from None
     if failed:
         raise LaunchError(
             f"node {failed[0]} of the {nnodes}-node torchrun job "

@@ -1,7 +1,8 @@
 """An interrupt in a real Jupyter kernel, at any moment of a launch, stops it cleanly.
 
 Each case starts a kernel, interrupts a launch at one point (the first launch's warm-up
-imports, forking, the rendezvous, the running function, a loop of short launches) and
+imports, forking, the rendezvous, the running function, a loop of short launches,
+local torchrun nodes starting and running) and
 checks what a learner would see: a KeyboardInterrupt within about a second, the
 course's one-line message, no process and no rendezvous folder left, and a kernel that
 can launch again.
@@ -25,12 +26,14 @@ REPO = Path(__file__).resolve().parents[2]
 SETUP = """
 import os, time
 import torch.distributed as dist
-from course_utils import launch
+from course_utils import launch, ranks
 
 def sleeper(seconds):
     time.sleep(seconds)
     return dist.get_rank()
 """
+
+NODES = "ranks.run_local_nodes('course_utils.ranks.examples:whoami', nnodes=2, echo=False)"
 
 # name: (code of the interrupted cell, seconds before the interrupt, the message expected)
 CASES = {
@@ -38,6 +41,8 @@ CASES = {
     "forking 8 ranks": ("launch(sleeper, 8, args=(30,))", 0.05, "all 8 ranks stopped"),
     "rendezvous": ("launch(sleeper, 4, args=(30,))", 0.08, "all 4 ranks stopped"),
     "running": ("launch(sleeper, 4, args=(30,))", 1.0, "all 4 ranks stopped"),
+    "starting torchrun nodes": (NODES, 0.05, "torchrun job was stopped"),
+    "running torchrun nodes": (NODES, 1.5, "torchrun job was stopped"),
     "a loop of short launches": (
         "for _ in range(100000):\n    launch(sleeper, 4, args=(0,))",
         1.5,
@@ -105,6 +110,8 @@ def test_an_interrupt_stops_the_launch_at_once_and_leaves_nothing(kernel, cell, 
     assert seconds < 2.0, f"the interrupt took {seconds:.2f} s to show"  # 0.3 s typical
     assert message in reply["evalue"], reply["evalue"]
     assert "nothing" in reply["evalue"] and "left running" in reply["evalue"]
+    frames = [entry for entry in reply["traceback"] if "File " in entry]
+    assert len(frames) <= 1, f"launcher frames shown above the message: {frames}"
     deadline = time.monotonic() + 5
     while _kernel_leftovers(pid) and time.monotonic() < deadline:
         time.sleep(0.1)
