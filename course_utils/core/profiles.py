@@ -200,6 +200,7 @@ def fit_to_gpus(profile: Profile, gpus: int) -> Profile:
         scaling_world_size=min(ddp.scaling_world_size, gpus),
         overhead_world_size=min(ddp.overhead_world_size, gpus),
         split_world_sizes=tuple(n for n in ddp.split_world_sizes if n <= gpus) or (1,),
+        strong_world_sizes=tuple(n for n in ddp.strong_world_sizes if n <= gpus) or (1,),
     )
     return replace(profile, world_size=min(profile.world_size, gpus), ddp=fitted_ddp)
 

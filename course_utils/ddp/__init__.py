@@ -3,17 +3,20 @@
 `equivalence`: N ranks with batch b make exactly the update of one process with batch N*b,
 by hand and with DDP. `experiments`: the report's runs (DistributedSampler, effective
 batch, lr scaling). `cost`: where a DDP step's time goes and what cuts the communication.
+`scaling`: the lecture's layouts priced by alpha-beta and strong scaling over 1..8 ranks.
+`trace`: a DDP step under torch.profiler, backward ops against all-reduces.
 `torchrun_train`: the same training as a script for torchrun on several nodes.
 """
 
 from ..ranks import link
-from . import charts, exercises, verdicts
+from . import charts, exercises, scaling, scaling_charts, trace, verdicts
 from .charts import (
     accuracy_vs_effective_batch,
     backward_overlap,
     compute_vs_communication,
     curves_overlaid,
     overlap_saving_bars,
+    profiled_timeline,
     step_breakdown,
     step_losses,
 )
@@ -44,6 +47,10 @@ __all__ = [
     "overlap_saving",
     "overlap_saving_bars",
     "overlap_timeline",
+    "profiled_timeline",
+    "scaling",
+    "scaling_charts",
+    "trace",
     "run_equivalence",
     "split_global_batch",
     "link",

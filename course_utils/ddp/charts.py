@@ -13,6 +13,11 @@ __all__ = [
     "step_breakdown",
     "compute_vs_communication",
     "backward_overlap",
+    "profiled_timeline",
+    "comparison_title",
+    "lr_scaling_title",
+    "overlap_title",
+    "profiled_title",
 ]
 
 
@@ -172,3 +177,70 @@ def overlap_saving_bars(result: dict):
     )
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.35), ncol=3, frameon=False)
     return _done(fig)
+
+
+def profiled_timeline(traces: dict[str, list[dict]], title: str):
+    """Per rank, from torch.profiler: backward ops on one lane, all-reduces on the next, for
+    each way of running the step (`trace.profiled_step` results by name)."""
+    fig, (ax,) = new_figure(width=8.0, height=0.7 + 0.55 * sum(2 * len(r) for r in traces.values()))
+    ms, labels, ticks, y = 1000, [], [], 0
+    for name, ranks in traces.items():
+        for r in ranks:
+            for lane, key, color in (
+                ("all-reduce", "allreduce", 1),
+                ("backward ops", "backward", 0),
+            ):
+                spans = [(s * ms, (e - s) * ms) for s, e in r[key]]
+                ax.broken_barh(spans, (y - 0.35, 0.7), color=PALETTE[color], alpha=0.8)
+                labels.append(f"{name}, rank {r['rank']}: {lane}")
+                ticks.append(y)
+                y += 1
+        y += 0.5
+    ax.set_yticks(ticks, labels, fontsize=7)
+    ax.invert_yaxis()
+    ax.set(xlabel="milliseconds since the profiled step began")
+    ax.set_title(title, fontsize=9)
+    return _done(fig)
+
+
+def comparison_title(curves: dict[str, list[float]], reference: str) -> str:
+    """Names the curve closest to `reference` (mean absolute gap per epoch)."""
+    ref = curves[reference]
+    gaps = {
+        k: sum(abs(a - b) for a, b in zip(v, ref, strict=True)) / len(ref)
+        for k, v in curves.items()
+        if k != reference
+    }
+    closest = min(gaps, key=gaps.get)
+    return f"{reference} is closest to {closest} (mean gap {gaps[closest]:.3f})"
+
+
+def lr_scaling_title(rows) -> str:
+    """How often a scaled lr beats a fixed one, and how the largest batch ends."""
+    acc = {(r.effective_batch, r.scaled): r.test_acc for r in rows}
+    batches = sorted({r.effective_batch for r in rows})
+    wins = sum(acc[b, True] > acc[b, False] for b in batches[1:])
+    largest = batches[-1]
+    return (
+        f"Scaled lr beats fixed at {wins} of {len(batches) - 1} larger batches; at {largest} "
+        f"it reaches {acc[largest, True]:.2f} against {acc[batches[0], False]:.2f} at {batches[0]}"
+    )
+
+
+def overlap_title(timeline: dict) -> str:
+    """How many bucket all-reduces start before the first layer's gradient is ready."""
+    first_layer = dict(timeline["layers"])["layer 1"]
+    early = sum(start < first_layer for start, *_ in timeline["allreduces"])
+    return (
+        f"{early} of {len(timeline['allreduces'])} bucket all-reduces start before "
+        "layer 1's gradient is ready"
+    )
+
+
+def profiled_title(traces: dict[str, list[dict]], link) -> str:
+    """Each variant's mean share of all-reduce time inside the backward pass, and the link."""
+    shares = [
+        f"{name} {sum(t['overlap'] for t in ranks) / len(ranks):.0%}"
+        for name, ranks in traces.items()
+    ]
+    return f"All-reduce time inside the backward pass: {', '.join(shares)}\n{link.label}"

@@ -7,7 +7,9 @@
 Every rank builds the same model from the same seed, wraps it in
 DistributedDataParallel, trains on its DistributedSampler shard of an 80/20
 `random_split` (as the report does), and rank 0 prints one JSON line per rank with the
-final losses and accuracies.
+final losses and accuracies, where the rank ran (node, local rank, agent), the samples its
+loader yielded per update, and a digest of its own parameters taken before any
+collective touches the result: equal digests mean the replicas really ended equal.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -22,6 +25,7 @@ from ..core import data as course_data
 from ..core import models, profiles
 from ..core.training import train
 from ..ranks.bootstrap import join_from_torchrun, leave
+from ..ranks.examples import whoami
 from ..ranks.torchrun import report_results
 
 
@@ -40,15 +44,48 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+DIGEST_PROJECTIONS = 4
+
+
+def parameter_digest(model: torch.nn.Module) -> list[float]:
+    """A few fixed random projections of every parameter (float64): two replicas whose
+    digests agree to rounding hold the same weights, while one differing weight shows."""
+    flat = torch.cat([p.detach().double().flatten().cpu() for p in model.parameters()])
+    g = torch.Generator().manual_seed(1234)
+    directions = torch.randn(DIGEST_PROJECTIONS, flat.numel(), generator=g, dtype=torch.float64)
+    return (directions @ flat).tolist()
+
+
+class CountingLoader:
+    """A loader that counts the samples it yields: what a rank really consumed per update."""
+
+    def __init__(self, loader):
+        self.loader, self.samples = loader, 0
+
+    def __getattr__(self, name):  # sampler, batch_sampler: train tells them the epoch
+        return getattr(self.loader, name)
+
+    def __len__(self) -> int:
+        return len(self.loader)
+
+    def __iter__(self):
+        for x, y in self.loader:
+            self.samples += len(y)
+            yield x, y
+
+
 def run(args: argparse.Namespace) -> dict:
     """Train this rank's replica; returns its view of the run (the metrics are global)."""
     where = join_from_torchrun(args.backend)
     d = course_data.load(args.dataset)
     train_set, val_set = course_data.train_val_split(d.train, 0.2, seed=args.seed)
     model = models.build(args.model, d.input_shape, d.num_classes, seed=args.seed).to(where)
+    loader = CountingLoader(
+        course_data.shard_loader(train_set, args.per_rank_batch, seed=args.seed, drop_last=True)
+    )
     history = train(
         DDP(model),
-        course_data.shard_loader(train_set, args.per_rank_batch, seed=args.seed, drop_last=True),
+        loader,
         epochs=args.epochs,
         lr=args.lr,
         val_loader=course_data.shard_loader(val_set, 512, shuffle=False),
@@ -57,9 +94,10 @@ def run(args: argparse.Namespace) -> dict:
         progress=dist.get_rank() == 0,
     )
     return {
-        "rank": dist.get_rank(),
-        "world_size": dist.get_world_size(),
-        "effective_batch": args.per_rank_batch * dist.get_world_size(),
+        **whoami(),
+        "parameter_digest": parameter_digest(model),
+        "samples_per_update": loader.samples / history.steps,
+        "per_rank_batch": args.per_rank_batch,
         "steps": history.steps,
         "train_loss": history.epoch_train_loss[-1],
         "val_acc": history.epoch_val_acc[-1],

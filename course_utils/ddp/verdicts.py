@@ -9,9 +9,14 @@ from __future__ import annotations
 from ..core.checks import Verdict, verdict
 
 __all__ = [
+    "communication_overlaps_backward",
+    "digest_spread",
+    "effective_batch_counted",
     "equal_effective_batch",
     "no_sync_saves_no_syncs",
     "overlap_saves",
+    "same_parameters",
+    "samples_per_update",
     "saving",
     "slower_than",
 ]
@@ -54,4 +59,44 @@ def overlap_saves(result: dict, share: float = 0.5) -> Verdict:
         result["saving"] >= share * could,
         f"overlapping the all-reduces with the backward pass saves at least {share:.0%} of the "
         "shorter of the two, against backward first and then all the communication",
+    )
+
+
+def digest_spread(reports: list[dict]) -> float:
+    """Largest gap between the ranks' parameter digests, relative to the digest's size."""
+    digests = [r["parameter_digest"] for r in reports]
+    scale = max(abs(v) for d in digests for v in d) or 1.0
+    gaps = [abs(a - b) for d in digests[1:] for a, b in zip(digests[0], d, strict=True)]
+    return max(gaps, default=0.0) / scale
+
+
+def same_parameters(reports: list[dict], tolerance: float = 1e-6) -> Verdict:
+    """Every rank's own digest of its final weights agrees (taken before any collective)."""
+    return verdict(
+        len(reports) > 1 and digest_spread(reports) <= tolerance,
+        f"every node ends with the same parameters: their digests agree to {tolerance:g}",
+    )
+
+
+def samples_per_update(reports: list[dict]) -> float:
+    """Samples the ranks' loaders yielded per update, all ranks together."""
+    return sum(r["samples_per_update"] for r in reports)
+
+
+def effective_batch_counted(reports: list[dict], nodes: int, per_rank_batch: int) -> Verdict:
+    """The samples consumed per update, counted in every rank's loader, are nodes x batch."""
+    return verdict(
+        samples_per_update(reports) == nodes * per_rank_batch,
+        "the samples consumed per update, summed over the ranks, are nodes x per-rank batch",
+    )
+
+
+def communication_overlaps_backward(traces: list[dict], share: float = 0.25) -> Verdict:
+    """In the profiled step, on average over the ranks at least `share` of the all-reduce
+    time falls inside the backward pass (`trace.profiled_step` results)."""
+    mean = sum(t["overlap"] for t in traces) / len(traces) if traces else 0.0
+    return verdict(
+        mean >= share,
+        f"the profiler shows at least {share:.0%} of the all-reduce time inside the backward "
+        "pass (mean over the ranks)",
     )

@@ -3,7 +3,8 @@
 `model.register_comm_hook(link, allreduce_hook)`. Each bucket is averaged for real by
 gloo, and handed back to DDP only when a ring allreduce of its bytes would have left this
 rank's wire. A daemon thread waits for that, so the backward pass goes on meanwhile and
-later buckets queue behind earlier ones, as on a real network card.
+later buckets queue behind earlier ones, as on a real network card. Each bucket's time on
+the wire shows in a `torch.profiler` trace (with `profile_all_threads`) as `WIRE_EVENT`.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ import torch.distributed as dist
 
 from .link import REAL, Link, ring_allreduce_seconds, wire_deadline
 
-__all__ = ["allreduce_hook", "deliver_after"]
+__all__ = ["WIRE_EVENT", "allreduce_hook", "deliver_after"]
+
+WIRE_EVENT = "emulated link: all-reduce on the wire"
 
 
 class _Wire(threading.Thread):
@@ -31,10 +34,11 @@ class _Wire(threading.Thread):
         while True:
             deadline, work, out = self.jobs.get()
             try:
-                value = work.wait()
-                left = deadline - time.perf_counter()
-                if left > 0:
-                    time.sleep(left)
+                with torch.profiler.record_function(WIRE_EVENT):
+                    value = work.wait()
+                    left = deadline - time.perf_counter()
+                    if left > 0:
+                        time.sleep(left)
                 out.set_result(value[0] if isinstance(value, list) else value)
             except Exception as error:  # noqa: BLE001 - handed to the waiting DDP
                 out.set_exception(error)

@@ -8,6 +8,7 @@ and dropped when the ranks are started again.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -109,3 +110,17 @@ def _capture(rk, fd: int, sink: list) -> None:
     lines = (entry[1] + chunk).split(b"\n")
     entry[1] = lines.pop()
     sink.extend(line.decode("utf-8", errors="replace") for line in lines)
+
+
+@contextlib.contextmanager
+def quiet_stderr():
+    """Inside a rank: drop what C++ code writes to stderr meanwhile (torch.profiler logs its
+    start and stop there), which the learner would otherwise see prefixed `[rank r]`."""
+    saved = os.dup(2)
+    with open(os.devnull, "w") as null:
+        os.dup2(null.fileno(), 2)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)

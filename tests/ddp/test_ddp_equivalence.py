@@ -10,7 +10,9 @@ from course_utils.core.gpus import visible_gpus
 from course_utils.ddp import cost as ddp_timing
 from course_utils.ddp import equivalence as dp
 from course_utils.ddp import experiments as ddp_runs
+from course_utils.ddp import verdicts as ddp_verdicts
 from course_utils.ddp.data_parallel import data_parallel_vs_one_device
+from course_utils.ranks.examples import spread_over_nodes
 from course_utils.ranks.local_nodes import run_local_nodes
 
 
@@ -97,9 +99,12 @@ def test_ddp_training_script_runs_as_a_two_node_torchrun_job():
         echo=False,
     )
     assert [r["rank"] for r in reports] == [0, 1]
-    assert all(r["world_size"] == 2 and r["effective_batch"] == 128 for r in reports)
+    assert all(r["world_size"] == 2 and r["samples_per_update"] == 64 for r in reports)
     assert reports[0]["test_acc"] == reports[1]["test_acc"]  # one synchronized model
     assert reports[0]["steps"] == reports[1]["steps"] > 0
+    assert spread_over_nodes(reports, nnodes=2, per_node=1).ok
+    assert ddp_verdicts.same_parameters(reports).ok
+    assert ddp_verdicts.effective_batch_counted(reports, nodes=2, per_rank_batch=64).ok
 
 
 def test_data_parallel_needs_two_gpus():

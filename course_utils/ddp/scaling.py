@@ -1,0 +1,173 @@
+"""How a DDP step's time changes with the number of ranks: predicted, measured, and where
+data parallelism starts to pay.
+
+A synchronous step costs its compute on the rank's share of the batch plus a ring
+all-reduce of the whole gradient, which does not shrink with more ranks. `fit_compute`
+takes the measured compute per step at several per-rank batches; `predicted_step` adds
+the link's ring cost (alpha-beta), so the lecture's layouts (1024 nodes x batch 1 against
+16 x 64) can be priced from numbers measured here. `strong_scaling` measures 1, 2, 4, 8
+ranks at one global batch: compute as each rank's CPU time (ranks beyond the cores take
+turns on them, so their wall time would measure the scheduler) and communication as the
+wall time of the all-reduce on the emulated link, whose wait is a sleep.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from ..core.checks import Verdict, verdict
+from ..ranks import link as links
+from ..ranks.bootstrap import device
+from ..ranks.launch import launch
+from .overlap import stacked_mlp
+
+__all__ = [
+    "ScalingPoint",
+    "crossover",
+    "fit_compute",
+    "gradient_bytes",
+    "layouts",
+    "predicted_step",
+    "speedup",
+    "prediction_holds",
+    "strong_scaling",
+    "two_ranks_win_above",
+]
+
+
+def gradient_bytes(width: int, layers: int = 3) -> int:
+    """Bytes of the gradient every rank all-reduces each step (float32) in `strong_scaling`."""
+    return 4 * sum(p.numel() for p in stacked_mlp(layers, width).parameters())
+
+
+def fit_compute(batches: list[int], seconds: list[float]) -> tuple[float, float]:
+    """Least-squares (fixed seconds per step, seconds per sample) through measured computes."""
+    mean_b, mean_s = statistics.fmean(batches), statistics.fmean(seconds)
+    spread = sum((b - mean_b) ** 2 for b in batches)
+    slope = sum((b - mean_b) * (s - mean_s) for b, s in zip(batches, seconds, strict=True))
+    per_sample = max(slope / spread, 0.0) if spread else mean_s / mean_b
+    return max(mean_s - per_sample * mean_b, 0.0), per_sample
+
+
+def predicted_step(compute: tuple[float, float], batch: int, world: int, link, nbytes: int):
+    """(compute, communication) seconds of one step of `world` ranks x `batch` over `link`."""
+    fixed, per_sample = compute
+    return fixed + per_sample * batch, links.ring_allreduce_seconds(link, nbytes, world)
+
+
+def prediction_holds(measured: dict, predicted: dict, tolerance: float = 0.25) -> Verdict:
+    """Each layout's measured step time is within `tolerance` of its prediction, and the
+    layouts come out in the predicted order (layout -> seconds per step, both dicts)."""
+    close = all(abs(measured[k] / predicted[k] - 1) <= tolerance for k in predicted)
+    order = sorted(predicted, key=predicted.get) == sorted(measured, key=measured.get)
+    return verdict(
+        close and order,
+        f"every layout's measured step time is within {tolerance:.0%} of the alpha-beta "
+        "prediction, and the layouts rank as predicted",
+    )
+
+
+@dataclass
+class ScalingPoint:
+    """One global batch on `world_size` ranks: seconds per step of the slowest rank."""
+
+    world_size: int
+    global_batch: int
+    compute: float  # CPU time of forward and backward on the rank's share
+    communication: float  # wall time of the gradient's all-reduce over the link
+
+    @property
+    def step(self) -> float:
+        """The step on a cluster, where each rank has its own cores and nothing overlaps."""
+        return self.compute + self.communication
+
+
+def strong_scaling(
+    world_sizes: tuple[int, ...], global_batch: int, width: int = 128, layers: int = 3,
+    steps: int = 3, link=None, backend: str = "gloo",
+) -> list[ScalingPoint]:  # fmt: skip
+    """One global batch split over each number of ranks, timed over `link` (None: the
+    profile's): per step, the slowest rank's compute (CPU time, one thread) and all-reduce."""
+    link = links.resolve(link)
+    points = []
+    for n in world_sizes:
+        args = (global_batch // n, width, layers, steps, link)
+        compute, comm = max(launch(_scaling_rank, n, args=args, backend=backend))
+        points.append(ScalingPoint(n, global_batch, compute, comm))
+    return points
+
+
+def _scaling_rank(batch: int, width: int, layers: int, steps: int, link) -> tuple[float, float]:
+    """CPU ranks time their compute in CPU time; a GPU rank has its own device: wall time."""
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    where = device()
+    model = stacked_mlp(layers, width).to(where)
+    x = torch.randn(batch, width, device=where)
+    y = torch.randint(0, 10, (batch,), device=where)
+    clock = time.process_time if where.type == "cpu" else time.perf_counter
+    compute, comm = [], []
+    with links.active(link):
+        for _ in range(steps + 1):  # the first allocates memory: untimed
+            model.zero_grad()
+            start = clock()
+            nn.functional.cross_entropy(model(x), y).backward()
+            if where.type == "cuda":
+                torch.cuda.synchronize()
+            compute.append(clock() - start)
+            flat = torch.cat([p.grad.flatten() for p in model.parameters()])
+            dist.barrier()
+            links.restart()
+            start = time.perf_counter()
+            if dist.get_world_size() > 1:
+                links.all_reduce(flat)
+            comm.append(time.perf_counter() - start)
+    return statistics.median(compute[1:]), statistics.median(comm[1:])
+
+
+def speedup(points: list[ScalingPoint]) -> dict[int, float]:
+    """One rank's step time over each rank count's (1 rank must be among the points)."""
+    one = next(p.step for p in points if p.world_size == 1)
+    return {p.world_size: one / p.step for p in points}
+
+
+def crossover(runs: dict[int, list[ScalingPoint]]) -> tuple[float | None, float | None]:
+    """(least one-rank compute at which 2 ranks won, most at which they lost), per step."""
+    won, lost = [], []
+    for points in runs.values():
+        by_n = {p.world_size: p for p in points}
+        (won if by_n[2].step < by_n[1].step else lost).append(by_n[1].compute)
+    return (min(won) if won else None), (max(lost) if lost else None)
+
+
+def two_ranks_win_above(runs: dict[int, list[ScalingPoint]]) -> Verdict:
+    """There is a compute per step above which 2 ranks beat one process and below which
+    they lose: at least one run of each kind, and every win has more compute than every loss."""
+    least_won, most_lost = crossover(runs)
+    return verdict(
+        least_won is not None and most_lost is not None and least_won > most_lost,
+        "2 ranks beat one process exactly in the runs with the most compute per step: "
+        "a crossover lies between the largest losing and the smallest winning compute",
+    )
+
+
+def layouts(points: list[ScalingPoint], link, nbytes: int, lecture: tuple = ()):
+    """From one global batch's `strong_scaling` points: measured and predicted seconds per
+    step of each multi-rank layout, and the (compute, all-reduce) prediction of each lecture
+    layout given as (ranks, per-rank batch). The compute model is fitted on every point."""
+    batches = [p.global_batch // p.world_size for p in points]
+    fit = fit_compute(batches, [p.compute for p in points])
+    measured, predicted = {}, {}
+    for p, b in zip(points, batches, strict=True):
+        if p.world_size > 1:
+            name = f"{p.world_size} x {b}"
+            measured[name] = p.step
+            predicted[name] = sum(predicted_step(fit, b, p.world_size, link, nbytes))
+    priced = {f"{n} x {b}": predicted_step(fit, b, n, link, nbytes) for n, b in lecture}
+    return measured, predicted, priced

@@ -1,0 +1,132 @@
+"""A DDP step under `torch.profiler`: when the backward ops run and when buckets all-reduce.
+
+The profiler records every operator with its thread and its start and end. The backward
+ops (`...Backward0`) run on the autograd thread; each bucket's all-reduce runs on other
+threads: gloo's (`gloo:all_reduce`) and, over the emulated link, the link's wire thread
+(`WIRE_EVENT`, recorded because the profiler watches every thread). Where the two overlap
+in time, DDP hides communication behind computation. The same step with the all-reduces
+issued only after `backward()` returns (under `no_sync`, then one all-reduce per layer)
+is the twin in which nothing can overlap.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.profiler import ProfilerActivity, profile
+
+from ..ranks import link as links
+from ..ranks.bootstrap import device
+from ..ranks.launch import launch
+from ..ranks.link_hook import WIRE_EVENT
+from ..ranks.rank_output import quiet_stderr
+from .equivalence import wrap
+from .overlap import stacked_mlp
+from .wire import OnLink, on_link_hook
+
+__all__ = ["merged", "overlap_fraction", "profiled_step", "TRACE_NAME"]
+
+TRACE_NAME = "course-ddp-step-rank0.json"
+COMM_PREFIXES = ("gloo:", "nccl:", WIRE_EVENT)
+BACKWARD_SUFFIX = "Backward0"
+
+
+def merged(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The union of `intervals` as sorted, disjoint intervals."""
+    out: list[list[float]] = []
+    for start, end in sorted(intervals):
+        if out and start <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], end)
+        else:
+            out.append([start, end])
+    return [(s, e) for s, e in out]
+
+
+def _length(intervals) -> float:
+    return sum(e - s for s, e in merged(intervals))
+
+
+def overlap_fraction(communication: list, backward: list) -> float:
+    """Share of the communication time spent inside the backward pass (from its first
+    backward op's start to its last one's end)."""
+    if not backward:
+        return 0.0
+    comm = merged(communication)
+    busy = [(min(s for s, _ in backward), max(e for _, e in backward))]
+    both = sum(max(0.0, min(e1, e2) - max(s1, s2)) for s1, e1 in comm for s2, e2 in busy)
+    total = _length(comm)
+    return both / total if total else 0.0
+
+
+def profiled_step(
+    overlap: bool = True, world_size: int = 2, layers: int = 6, width: int = 512,
+    batch: int = 256, bucket_cap_mb: float = 1.0, link="1gbit,1ms", backend: str = "gloo",
+    trace_dir: str | None = None,
+) -> list[dict]:  # fmt: skip
+    """Each rank's profiled step over `link`: its backward ops and all-reduces, in seconds
+    from the step's start, and the share of all-reduce time that overlapped backward. With
+    `trace_dir` ('' for the system's temp folder), rank 0 also writes the Chrome trace there
+    (open it in chrome://tracing or ui.perfetto.dev)."""
+    args = (overlap, layers, width, batch, bucket_cap_mb, links.resolve(link), trace_dir)
+    return launch(_profile_rank, world_size, args=args, backend=backend)
+
+
+def _after_backward(model: nn.Module) -> None:
+    """The no-overlap twin: one all-reduce per layer, each issued after backward() returned."""
+    world = dist.get_world_size()
+    for layer in model.module:
+        grads = [p.grad for p in layer.parameters()]
+        if grads:
+            flat = torch.cat([g.flatten() for g in grads])
+            with torch.profiler.record_function(WIRE_EVENT):
+                links.all_reduce(flat)
+            torch.nn.utils.vector_to_parameters(flat / world, grads)
+
+
+def _profile_rank(overlap, layers, width, batch, bucket_cap_mb, link, trace_dir) -> dict:
+    torch.manual_seed(0)
+    model = wrap(stacked_mlp(layers, width), bucket_cap_mb=bucket_cap_mb)
+    model.register_comm_hook(OnLink("allreduce", link), on_link_hook)
+    where = device()
+    x, y = torch.randn(batch, width, device=where), torch.randint(0, 10, (batch,), device=where)
+
+    def step():
+        if overlap:
+            nn.functional.cross_entropy(model(x), y).backward()
+        else:
+            with model.no_sync():
+                nn.functional.cross_entropy(model(x), y).backward()
+            _after_backward(model)
+
+    every_thread = torch._C._profiler._ExperimentalConfig(profile_all_threads=True)
+    with links.active(link):
+        for _ in range(2):  # DDP builds its buckets in the first steps
+            step()
+        dist.barrier()
+        links.restart()
+        with quiet_stderr():
+            with profile(activities=[ProfilerActivity.CPU], experimental_config=every_thread) as p:
+                step()
+            events = [
+                (e.name, e.time_range.start / 1e6, e.time_range.end / 1e6) for e in p.events()
+            ]
+    t0 = min(s for _, s, _ in events)
+    backward = [(s - t0, e - t0) for n, s, e in events if n.endswith(BACKWARD_SUFFIX)]
+    comm = [(s - t0, e - t0) for n, s, e in events if n.startswith(COMM_PREFIXES)]
+    trace = None
+    if trace_dir is not None and dist.get_rank() == 0:
+        trace = os.path.join(trace_dir or tempfile.gettempdir(), TRACE_NAME)
+        p.export_chrome_trace(trace)
+    return {
+        "rank": dist.get_rank(),
+        "link": link.label,
+        "backward": backward,
+        "allreduce": comm,
+        "seconds": max(e for _, _, e in events) - t0,
+        "overlap": overlap_fraction(comm, backward),
+        "trace": trace,
+    }
