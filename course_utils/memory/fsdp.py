@@ -10,7 +10,6 @@ gives the timeline of one step and shows which all-gathers were issued early.
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import time
 
@@ -20,6 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..ranks.launch import launch
+from ..ranks.rank_output import quiet_stderr
 from .zero import mlp
 
 __all__ = ["fsdp_training", "prefetched_layers"]
@@ -79,7 +79,7 @@ def _profiled(on: bool):
         return
     from torch.profiler import ProfilerActivity, profile
 
-    with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU]) as prof:
+    with quiet_stderr(), profile(activities=[ProfilerActivity.CPU]) as prof:
         yield events
     for e in prof.events():
         match = _EVENT.match(e.name)
@@ -88,19 +88,6 @@ def _profiled(on: bool):
             events.append((_KINDS[match.group(1)], int(match.group(2)), *span))
     first = min((e[2] for e in events), default=0.0)
     events[:] = sorted((k, n, a - first, b - first) for k, n, a, b in events)
-
-
-@contextlib.contextmanager
-def _quiet_stderr():
-    """The profiler's C++ side logs start and stop lines on stderr: not the learner's business."""
-    saved = os.dup(2)
-    with open(os.devnull, "w") as null:
-        os.dup2(null.fileno(), 2)
-        try:
-            yield
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
 
 
 def fsdp_training(widths, world_size: int, x, y, lr: float, timeout: float = 120.0) -> list:
