@@ -142,6 +142,9 @@ class ParamServerSizes:
     gradients: int = 300  # gradients computed per run (async: updates; sync: / workers)
     lr: float = 0.3
     lr_grid: tuple[float, ...] = (0.1, 0.3, 1.0, 2.0)
+    lr_seeds: tuple[int, ...] = (0, 1, 2)  # each lr is judged by its mean over these
+    val_fraction: float = 0.2  # of the training set, held out to choose the lr on
+    target_loss: float = 1.65  # validation loss whose epochs-to-reach are compared
     straggler_delay: float = 0.03  # extra seconds per gradient on the last worker
     worker_timeout: float = 2.0  # seconds of silence before a server gives a worker up
     snapshot_every: int = 10  # updates between kept copies of the parameters
@@ -149,7 +152,7 @@ class ParamServerSizes:
     compare_updates: int = 100  # synchronous server against allreduce and one process
     traffic_workers: tuple[int, ...] = (2, 3, 4)
     scaling_workers: tuple[int, ...] = (2, 4)  # sync server time per update, over the link
-    scaling_servers: tuple[int, ...] = (1, 2)
+    scaling_servers: tuple[int, ...] = (1, 2, 4)
     scaling_hidden: int = 512  # a model big enough that its bytes, not latency, load the link
     scaling_updates: int = 6
     traffic_updates: int = 5
