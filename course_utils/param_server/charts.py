@@ -38,7 +38,7 @@ def _growth_title(workers: list[int], series: dict[str, list[float]]) -> str:
     return f"bytes per update from {workers[0]} to {workers[-1]} workers:\n{grew}"
 
 
-def staleness_histogram(groups: dict[str, list[int]], title: str | None = None):
+def staleness_histogram(groups: dict[str, list[int]], title: str | None = None, subtitle=""):
     """How many updates happened between a worker's pull and its gradient being applied."""
     fig, (ax,) = new_figure(width=6.0)
     top = max((max(v) for v in groups.values() if v), default=0)
@@ -49,7 +49,9 @@ def staleness_histogram(groups: dict[str, list[int]], title: str | None = None):
             ax.hist(values, bins=bins, weights=weights, alpha=0.6, color=color, label=label)
     ax.set_xlabel("staleness (updates applied since the worker pulled)")
     ax.set_ylabel("share of that worker's gradients")
-    ax.set_title(title or _staleness_title(groups), fontsize=9)
+    ax.set_title(
+        (title or _staleness_title(groups)) + (f"\n{subtitle}" if subtitle else ""), fontsize=9
+    )
     ax.legend(fontsize=8)
     plt.close(fig)  # shown once, as the cell's result
     return fig
