@@ -67,6 +67,15 @@ def test_sharding_verdicts_pass_on_the_prediction_and_fail_without_the_effect():
     assert "bytes per shard's link /4.0" in title and title.endswith("emulated")
 
 
+def test_on_the_real_link_the_prediction_is_empty_and_nothing_divides_by_it():
+    keys = [(w, s) for w in (2, 4) for s in (1, 2)]
+    zero = dict.fromkeys(keys, 0.0)
+    measured = dict.fromkeys(keys, 0.01)
+    assert not scaling.matches_prediction(measured, zero).ok
+    title = scaling.step_time_chart(_table(measured), zero, "real link").axes[0].get_title()
+    assert "model" not in title and title.endswith("real link")
+
+
 @pytest.fixture(scope="module")
 def mnist():
     return data.mnist1d()
