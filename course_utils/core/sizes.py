@@ -145,7 +145,7 @@ class ParamServerSizes:
     lr_seeds: tuple[int, ...] = (0, 1, 2)  # each lr is judged by its mean over these
     val_fraction: float = 0.2  # of the training set, held out to choose the lr on
     target_loss: float = 1.65  # validation loss whose epochs-to-reach are compared
-    straggler_delay: float = 0.03  # extra seconds per gradient on the last worker
+    straggler_delay: float = 0.04  # extra seconds per gradient on the last worker
     worker_timeout: float = 2.0  # seconds of silence before a server gives a worker up
     snapshot_every: int = 10  # updates between kept copies of the parameters
     eval_samples: int = 2000  # test samples each kept copy is evaluated on
@@ -277,7 +277,7 @@ class FailuresSizes:
     barrier_timeout: float = 1.5  # seconds monitored_barrier waits for a missing rank
     hang_timeout: float = 4.0  # seconds before the launcher dumps every rank's stack
     straggler_rank: int = 3
-    straggler_delay: float = 0.03  # extra seconds per update on the slow rank
+    straggler_delay: float = 0.04  # extra seconds per update on the slow rank
     straggler_steps: int = 20
     check_every: int = 4  # updates between cross-rank checksums
     check_steps: int = 40
