@@ -3,13 +3,16 @@
 A synchronous and an asynchronous (Downpour) parameter server on real ranks (`server`,
 `runs`), stale gradients, a worker that dies, and local SGD with periodic averaging
 (`local_sgd`); a synchronous server's time against workers and shards over the emulated
-link (`scaling`).
+link, beside its alpha-beta prediction (`scaling`); the learning rate chosen on a
+validation split over several seeds, and epochs to a target loss (`tuning`); the
+notebook's claims as verdicts (`verdicts`).
 """
 
 from ..ranks import link
-from . import charts, exercises, scaling
+from . import charts, exercises, scaling, tuning, verdicts
 from .charts import (
     averaging_accuracy,
+    loss_by_epochs,
     lr_sensitivity,
     ps_loss_curves,
     ps_traffic,
@@ -40,6 +43,7 @@ __all__ = [
     "evaluate",
     "exercises",
     "link",
+    "loss_by_epochs",
     "lr_sensitivity",
     "ps_loss_curves",
     "ps_traffic",
@@ -50,5 +54,7 @@ __all__ = [
     "server_config",
     "staleness_histogram",
     "traffic",
+    "tuning",
     "updates_by_worker",
+    "verdicts",
 ]

@@ -8,6 +8,7 @@ from ..core.style import PALETTE, new_figure
 
 __all__ = [
     "averaging_accuracy",
+    "loss_by_epochs",
     "lr_sensitivity",
     "ps_loss_curves",
     "ps_traffic",
@@ -25,13 +26,19 @@ def ps_traffic(workers: list[int], series: dict[str, list[float]], title: str | 
     ax.set_xlabel("workers")
     ax.set_ylabel("kB sent + received per update")
     ax.set_ylim(bottom=0)
-    ax.set_title(title or "the server's link carries traffic that grows with the workers")
+    ax.set_title(title or _growth_title(workers, series), fontsize=9)
     ax.legend(fontsize=8)
     plt.close(fig)  # shown once, as the cell's result
     return fig
 
 
-def staleness_histogram(groups: dict[str, list[int]], title: str | None = None):
+def _growth_title(workers: list[int], series: dict[str, list[float]]) -> str:
+    """How much each link's bytes grew from the fewest workers to the most."""
+    grew = ", ".join(f"{label} x{v[-1] / v[0]:.1f}" for label, v in series.items())
+    return f"bytes per update from {workers[0]} to {workers[-1]} workers:\n{grew}"
+
+
+def staleness_histogram(groups: dict[str, list[int]], title: str | None = None, subtitle=""):
     """How many updates happened between a worker's pull and its gradient being applied."""
     fig, (ax,) = new_figure(width=6.0)
     top = max((max(v) for v in groups.values() if v), default=0)
@@ -42,27 +49,40 @@ def staleness_histogram(groups: dict[str, list[int]], title: str | None = None):
             ax.hist(values, bins=bins, weights=weights, alpha=0.6, color=color, label=label)
     ax.set_xlabel("staleness (updates applied since the worker pulled)")
     ax.set_ylabel("share of that worker's gradients")
-    ax.set_title(title or "asynchronous gradients arrive stale; a straggler's most of all")
+    ax.set_title(
+        (title or _staleness_title(groups)) + (f"\n{subtitle}" if subtitle else ""), fontsize=9
+    )
     ax.legend(fontsize=8)
     plt.close(fig)  # shown once, as the cell's result
     return fig
 
 
-def ps_loss_curves(runs: dict, title: str | None = None):
-    """Test loss against updates applied (left) and against training seconds (right)."""
+def _staleness_title(groups: dict[str, list[int]]) -> str:
+    """Which group's gradients were stalest and which freshest, by their means."""
+    means = {label: sum(v) / len(v) for label, v in groups.items() if v}
+    stalest, freshest = max(means, key=means.get), min(means, key=means.get)
+    return (
+        f"stalest: {stalest} (mean {means[stalest]:.1f} updates);\n"
+        f"freshest: {freshest} (mean {means[freshest]:.1f})"
+    )
+
+
+def ps_loss_curves(runs: dict, title: str | None = None, subtitle: str = ""):
+    """Test loss against gradients computed (left: an equal budget of work) and against
+    training seconds (right). A synchronous update costs one gradient per worker."""
     fig, (by_update, by_time) = new_figure(ncols=2)
     for i, (label, run) in enumerate(runs.items()):
         style = "-" if run.mode == "async" else "--"
         color = PALETTE[i % len(PALETTE)]
-        by_update.plot(run.snapshot_updates, run.loss, style, color=color, label=label)
+        by_update.plot(run.snapshot_gradients, run.loss, style, color=color, label=label)
         by_time.plot(run.snapshot_seconds, run.loss, style, color=color, label=label)
-    by_update.set_xlabel("updates applied by the server")
+    by_update.set_xlabel("gradients computed by the workers")
     by_time.set_xscale("log")  # a straggler's run is many times longer: keep the others readable
     by_time.set_xlabel("training time (s, log scale)")
     for ax in (by_update, by_time):
         ax.set_ylabel("test loss")
     by_time.legend(fontsize=8)
-    fig.suptitle(title or _loss_curves_title(runs))
+    fig.suptitle((title or _loss_curves_title(runs)) + (f"\n{subtitle}" if subtitle else ""))
     fig.tight_layout()
     plt.close(fig)  # shown once, as the cell's result
     return fig
@@ -81,17 +101,33 @@ def _loss_curves_title(runs: dict) -> str:
 
 
 def lr_sensitivity(lrs: list[float], losses: dict[str, list[float]], title: str | None = None):
-    """Final test loss against the learning rate, one line per way of training."""
+    """Mean final validation loss against the learning rate, one line per way of training;
+    a run that diverged (nan) leaves a gap."""
     fig, (ax,) = new_figure(width=6.0)
     for (label, values), color in zip(losses.items(), PALETTE, strict=False):
         ax.plot(lrs, values, "o-", color=color, label=label)
     ax.set_xscale("log")
     ax.set_xlabel("learning rate")
-    ax.set_ylabel("test loss after the run")
-    ax.set_title(title or "stale gradients make the learning rate harder to choose")
+    ax.set_ylabel("validation loss (mean over seeds)")
+    ax.set_title(title or _best_lr_title(lrs, losses), fontsize=9)
     ax.legend(fontsize=8)
     plt.close(fig)  # shown once, as the cell's result
     return fig
+
+
+def _best_lr_title(lrs: list[float], losses: dict[str, list[float]]) -> str:
+    """The rate with the lowest loss for each way of training (nan counts as diverged)."""
+    best = {
+        label: lrs[min(range(len(lrs)), key=lambda i: _finite(values[i]))]
+        for label, values in losses.items()
+    }
+    return "lowest mean validation loss at lr\n" + ", ".join(
+        f"{b:g} ({k})" for k, b in best.items()
+    )
+
+
+def _finite(x: float) -> float:
+    return x if x == x else float("inf")
 
 
 def averaging_accuracy(points: list[dict], baseline: float, title: str | None = None):
@@ -111,7 +147,14 @@ def averaging_accuracy(points: list[dict], baseline: float, title: str | None = 
     ax.set_xlabel("communication rounds (averages of the weights)")
     ax.set_ylabel("test accuracy of the averaged model")
     ax.set_ylim(0, 1)
-    ax.set_title(title or "averaging rarely costs little; averaging unrelated models fails")
+    top = max(points, key=lambda p: p["accuracy"])
+    low = min(points, key=lambda p: p["accuracy"])
+    ax.set_title(
+        title
+        or f"most accurate: {top['label']} ({top['accuracy']:.2f}); "
+        f"least: {low['label']} ({low['accuracy']:.2f})",
+        fontsize=9,
+    )
     ax.legend(fontsize=8, loc="lower right")
     plt.close(fig)  # shown once, as the cell's result
     return fig
@@ -127,7 +170,27 @@ def updates_by_worker(run, title: str | None = None):
         ax.step(times, count, where="post", color=PALETTE[(w - 1) % len(PALETTE)], label=label)
     ax.set_xlabel("training time (s)")
     ax.set_ylabel("gradients applied so far")
-    ax.set_title(title or "a killed worker stops; the others carry the training to the end")
+    applied = {w: sum(w in who for who in run.senders) for w in range(1, run.workers + 1)}
+    counts = ", ".join(
+        f"worker {w}{' (killed)' if w in run.died else ''} {n}" for w, n in applied.items()
+    )
+    ax.set_title(title or f"gradients applied: {counts}", fontsize=9)
+    ax.legend(fontsize=8)
+    plt.close(fig)  # shown once, as the cell's result
+    return fig
+
+
+def loss_by_epochs(curves: dict, target: float, epochs_to: dict, title: str | None = None):
+    """Mean validation loss against epochs of gradients computed, with the target loss;
+    `epochs_to` holds each curve's first epoch at or below it (inf: never)."""
+    fig, (ax,) = new_figure(width=6.0)
+    for (label, (epochs, loss)), color in zip(curves.items(), PALETTE, strict=False):
+        ax.plot(epochs, loss, "-", color=color, label=label)
+    ax.axhline(target, color="grey", linestyle=":", label=f"target {target:g}")
+    ax.set_xlabel("epochs (gradients computed x batch / training samples)")
+    ax.set_ylabel("validation loss (mean over seeds)")
+    reached = ", ".join(f"{label} {e:.2f}" for label, e in epochs_to.items())
+    ax.set_title(title or f"epochs to validation loss {target:g}: {reached}", fontsize=9)
     ax.legend(fontsize=8)
     plt.close(fig)  # shown once, as the cell's result
     return fig

@@ -40,6 +40,7 @@ class PSRun:
     senders: list[list[int]] = field(default_factory=list)
     update_seconds: list[float] = field(default_factory=list)
     server_bytes: int = 0  # received + sent by every server together
+    shard_bytes: list[int] = field(default_factory=list)  # received + sent by each server
     worker_gradients: dict[int, int] = field(default_factory=dict)
     worker_bytes: dict[int, int] = field(default_factory=dict)  # sent + received by each
     lost: dict[int, str] = field(default_factory=dict)  # worker -> what the server saw
@@ -50,6 +51,16 @@ class PSRun:
     @property
     def updates(self) -> int:
         return len(self.staleness)
+
+    @property
+    def gradients_per_update(self) -> int:
+        """A synchronous update averages one gradient per worker; an asynchronous one is one."""
+        return self.workers if self.mode == "sync" else 1
+
+    @property
+    def snapshot_gradients(self) -> list[int]:
+        """Gradients computed by the workers at each snapshot: the budget both modes share."""
+        return [u * self.gradients_per_update for u in self.snapshot_updates]
 
     @property
     def final_loss(self) -> float:
@@ -126,7 +137,8 @@ def run_parameter_server(cfg: ServerConfig, data, eval_samples: int | None = Non
     lead = servers[0]
     run.staleness, run.senders, run.update_seconds = lead.staleness, lead.senders, lead.seconds
     run.seconds = lead.seconds[-1] if lead.seconds else 0.0
-    run.server_bytes = sum(s.bytes_received + s.bytes_sent for s in servers)
+    run.shard_bytes = [s.bytes_received + s.bytes_sent for s in servers]
+    run.server_bytes = sum(run.shard_bytes)
     run.lost = {w: why for s in servers for w, why in s.lost.items()}
     alive = [r for r in workers if not isinstance(r, RankFailure)]
     run.worker_gradients = {r["worker"]: r["gradients"] for r in alive}
@@ -190,15 +202,22 @@ def allreduce_training(cfg: ServerConfig, data) -> list[dict]:
     return launch(_allreduce_node, cfg.workers, args=args, backend="gloo", timeout=cfg.timeout)
 
 
-def serial_twin(cfg: ServerConfig, data) -> torch.Tensor:
-    """One process, each update on all workers' batches joined: what synchronous SGD computes."""
+def serial_twin(cfg: ServerConfig, data, snapshots: list | None = None) -> torch.Tensor:
+    """One process, each update on all workers' batches joined: what synchronous SGD computes.
+
+    With a `snapshots` list, (update, parameters) is appended at the server's snapshot times.
+    """
     params = initial_params(cfg, data.input_shape, data.num_classes)
     model = build(cfg.model, data.input_shape, data.num_classes, hidden=cfg.hidden, seed=cfg.seed)
     streams = [
         worker_batches(data.train, cfg.batch_size, w, cfg.workers, cfg.seed)
         for w in range(cfg.workers)
     ]
-    for _ in range(cfg.updates):
+    for update in range(cfg.updates + 1):
+        if snapshots is not None and (update % cfg.snapshot_every == 0 or update == cfg.updates):
+            snapshots.append((update, params.clone()))
+        if update == cfg.updates:
+            break
         batches = [next(s) for s in streams]
         x = torch.cat([b[0] for b in batches])
         y = torch.cat([b[1] for b in batches])

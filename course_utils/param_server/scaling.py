@@ -1,14 +1,16 @@
 """A synchronous server's time per update, against workers and shards, over a link.
 
-Every message crosses the emulated link (`ranks.link`): a server's one link takes every
-worker's gradient in and sends every reply out, so its time per update grows with the
-workers; S shards each carry 1/S of the bytes. Measured over the link, because on a
-laptop the ranks share the cores and loopback "traffic" is a memory copy.
+Every message crosses the emulated link (`ranks.link`), because on a laptop the ranks
+share the cores and loopback "traffic" is a memory copy. S shards each carry 1/S of the
+bytes, but sharding does not cut the time S-fold: each update, a shard's link sends its W
+replies one after another, and the last worker to get its reply then sends its whole
+gradient (S messages, alpha each) over its own link, which sharding does not touch.
+`predicted_seconds` is that alpha-beta model; the notebook compares it with the runs.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 import matplotlib.pyplot as plt
 
@@ -16,18 +18,51 @@ from ..core.checks import Verdict, verdict
 from ..core.style import PALETTE, new_figure
 from .runs import run_parameter_server, server_config
 
-__all__ = ["grows_with_workers", "sharding_cuts", "step_seconds", "step_time_chart"]
+__all__ = [
+    "ShardScaling",
+    "bytes_fall_with_shards",
+    "grows_with_workers",
+    "matches_prediction",
+    "predicted_seconds",
+    "sharding_cuts",
+    "step_seconds",
+    "step_time_chart",
+]
+
+
+@dataclass
+class ShardScaling:
+    """Measured seconds and bytes per update, keyed by (workers, shards), and the model's size."""
+
+    seconds: dict = field(default_factory=dict)
+    shard_bytes: dict = field(default_factory=dict)  # busiest shard's link, per update
+    model_bytes: int = 0
+
+    def predicted(self, link) -> dict:
+        return {
+            key: predicted_seconds(link, self.model_bytes, *key) for key in sorted(self.seconds)
+        }
+
+
+def predicted_seconds(link, model_bytes: float, workers: int, shards: int) -> float:
+    """Alpha-beta time per synchronous update: a shard's link sends W replies of M/S bytes,
+    then the last worker's own link sends S gradient slices (M bytes in all)."""
+    server_link = workers * link.wire_seconds(model_bytes / shards)
+    worker_link = shards * link.alpha + model_bytes * link.beta
+    return server_link + worker_link
 
 
 def step_seconds(sizes, data, workers: tuple, servers: tuple, *, hidden: int, updates: int, link):
-    """{(workers, servers): seconds per synchronous update} on the server's clock."""
-    table = {}
+    """Seconds per synchronous update on the server's clock, and bytes per shard's link."""
+    out = ShardScaling()
     for w in workers:
         for s in servers:
             cfg = server_config(sizes, mode="sync", workers=w, updates=updates, hidden=hidden)
             run = run_parameter_server(replace(cfg, servers=s, link=link), data, eval_samples=1)
-            table[w, s] = run.seconds / run.updates
-    return table
+            out.seconds[w, s] = run.seconds / run.updates
+            out.shard_bytes[w, s] = max(run.shard_bytes) / run.updates
+            out.model_bytes = run.params.numel() * run.params.element_size()
+    return out
 
 
 def grows_with_workers(table: dict, factor: float = 1.4) -> Verdict:
@@ -47,28 +82,57 @@ def sharding_cuts(table: dict, factor: float = 1.4) -> Verdict:
     return verdict(
         table[most, 1] >= factor * table[most, shards[-1]],
         f"sharding the server over {shards[-1]} ranks cuts its time per update at least "
-        f"{factor:g}-fold: each shard's link carries 1/{shards[-1]} of the bytes",
+        f"{factor:g}-fold",
     )
 
 
-def step_time_chart(table: dict, subtitle: str = ""):
-    """Seconds per update against workers, one line per number of shards; computed title."""
+def bytes_fall_with_shards(shard_bytes: dict, tolerance: float = 0.05) -> Verdict:
+    """Each shard's link carries 1/S of one server's bytes, within `tolerance`, for every W."""
+    ok = all(abs(s * b / shard_bytes[w, 1] - 1) <= tolerance for (w, s), b in shard_bytes.items())
+    return verdict(
+        ok,
+        f"each of S shards' links carries 1/S of one server's bytes (within {tolerance:.0%})",
+    )
+
+
+def matches_prediction(measured: dict, predicted: dict, tolerance: float = 0.25) -> Verdict:
+    """Every measured time per update within `tolerance` of the alpha-beta prediction (which
+    is 0 on the real link: there the model has nothing to say, and the verdict fails)."""
+    ok = all(
+        predicted[k] > 0 and abs(measured[k] / predicted[k] - 1) <= tolerance for k in measured
+    )
+    return verdict(
+        ok,
+        f"every time per update is within {tolerance:.0%} of the alpha-beta prediction "
+        "(W replies on a shard's link, then one worker's whole gradient on its own)",
+    )
+
+
+def step_time_chart(scaling: ShardScaling, predicted: dict | None = None, subtitle: str = ""):
+    """Seconds per update against shards, one line per number of workers; computed title."""
     fig, (ax,) = new_figure(width=6.0)
+    table = scaling.seconds
+    predicted = predicted if predicted and min(predicted.values()) > 0 else None  # real link
     workers = sorted({w for w, _ in table})
     shards = sorted({s for _, s in table})
-    for i, s in enumerate(shards):
-        label = "one server" if s == 1 else f"{s} shards"
-        ax.plot(workers, [1000 * table[w, s] for w in workers], "o-", color=PALETTE[i], label=label)
-    ax.set_xticks(workers)
-    ax.set_xlabel("workers")
+    for i, w in enumerate(workers):
+        color = PALETTE[i % len(PALETTE)]
+        ax.plot(shards, [1000 * table[w, s] for s in shards], "o-", color=color,
+                label=f"{w} workers, measured")  # fmt: skip
+        if predicted:
+            ax.plot(shards, [1000 * predicted[w, s] for s in shards], ":", color=color,
+                    label=f"{w} workers, alpha-beta model")  # fmt: skip
+    ax.set_xticks(shards)
+    ax.set_xlabel("server shards S")
     ax.set_ylabel("ms per synchronous update")
-    grow = table[workers[-1], 1] / table[workers[0], 1]
-    cut = table[workers[-1], 1] / table[workers[-1], shards[-1]]
-    ax.set_title(
-        f"{workers[0]} to {workers[-1]} workers: x{grow:.1f} on one server; "
-        f"{shards[-1]} shards: /{cut:.1f}\n{subtitle}",
-        fontsize=9,
-    )
+    ax.set_ylim(bottom=0)
+    most = workers[-1]
+    cut = table[most, shards[0]] / table[most, shards[-1]]
+    title = f"{most} workers, {shards[0]} to {shards[-1]} shards: time /{cut:.1f}"
+    if predicted:
+        title += f" (model: /{predicted[most, shards[0]] / predicted[most, shards[-1]]:.1f})"
+    fewer = scaling.shard_bytes[most, shards[0]] / scaling.shard_bytes[most, shards[-1]]
+    ax.set_title(f"{title}; bytes per shard's link /{fewer:.1f}\n{subtitle}", fontsize=9)
     ax.legend(fontsize=8)
     plt.close(fig)
     return fig

@@ -16,9 +16,7 @@ source) on a helper thread and waits on a queue with a deadline: a worker silent
 from __future__ import annotations
 
 import os
-import queue
 import signal
-import threading
 import time
 from dataclasses import dataclass, field
 
@@ -31,6 +29,7 @@ from ..allreduce.algorithms import chunk_bounds
 from ..core.errors import LaunchError
 from ..core.models import build
 from ..ranks import link as links
+from .inbox import Inbox
 
 GRADIENT, BYE = 0.0, 1.0  # what a worker's message carries
 PARAMS, STOP = 0.0, 1.0  # what a server's reply carries
@@ -147,7 +146,7 @@ def _work(cfg, params, shards, train, input_shape, num_classes) -> dict:
             os.kill(os.getpid(), signal.SIGKILL)  # for real: no goodbye, sockets just close
         grad, loss = gradient(model, params, *next(batches))
         losses.append(loss)
-        time.sleep(cfg.delay_of(worker))
+        _pause(cfg.delay_of(worker))
         for s in sorted(active):
             a, b = shards[s]
             message = torch.cat([torch.tensor([GRADIENT, versions[s]]), grad[a:b]])
@@ -170,35 +169,11 @@ def _work(cfg, params, shards, train, input_shape, num_classes) -> dict:
     return {"worker": worker, "gradients": pushed, "losses": losses, "bytes": moved}
 
 
-class _Inbox:
-    """Receives from any worker on a helper thread, so the server can wait with a deadline."""
-
-    def __init__(self, size: int):
-        self.queue: queue.Queue = queue.Queue()
-        self.size = size
-        threading.Thread(target=self._pump, daemon=True, name="ps-inbox").start()
-
-    def _pump(self) -> None:
-        try:
-            while True:
-                message = torch.empty(self.size)
-                sender = links.recv(message)
-                self.queue.put((sender, message))
-        except Exception:  # the group is torn down at the end of the run: nothing to report
-            return
-
-    def get(self, timeout: float):
-        try:
-            return self.queue.get(timeout=timeout)
-        except queue.Empty:
-            return None, None
-
-
 def _serve(cfg: ServerConfig, params: torch.Tensor, shard: tuple[int, int]) -> ServerLog:
     a, b = shard
     mine = params[a:b].clone()
     log = ServerLog(shard=shard)
-    inbox = _Inbox(HEADER + b - a)
+    inbox = Inbox(HEADER + b - a)
     workers = {cfg.rank_of(w): w for w in range(1, cfg.workers + 1)}
     start = time.perf_counter()
     heard = dict.fromkeys(workers, start)
@@ -292,6 +267,15 @@ def _give_up(cfg, log, workers, version, reply):
         rank=cfg.rank_of(lost[0]),
         world_size=cfg.world_size,
     )
+
+
+def _pause(seconds: float) -> None:
+    """A slower worker sleeps `seconds`; over an emulated link its clock (which counts CPU
+    time and would miss a short sleep) moves on too, so its gradient leaves that much later."""
+    until = time.perf_counter() + seconds
+    if links.current().emulated:
+        until = links.wire_deadline(seconds)
+    time.sleep(max(0.0, until - time.perf_counter()))
 
 
 def _short(exc: BaseException) -> str:
