@@ -31,7 +31,7 @@ def paced_note(slot: float, micro_batch_size: int) -> str:
 def real_note(link_label: str) -> str:
     """The subtitle of a real-compute chart: how it was timed, and over which link."""
     return (
-        "real compute, each stage timed on its link clock (CPU time + waits); "
+        "real compute, each stage timed on its link clock (CPU time + waits);\n"
         f"hand-offs over an {link_label}"
     )
 
@@ -90,12 +90,13 @@ def pipeline_timeline(timelines: dict, note: str | None = None):
         ax.grid(axis="y", visible=False)
         ax.set_title(f"{label}: {tl.in_slots(tl.makespan()):.1f} slots", fontsize=10, loc="left")
     handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="upper right", fontsize=8, ncols=2)
+    fig.legend(handles, labels, loc="lower right", fontsize=8, ncols=2)
     axes[-1].set_xlabel("time (slots: one forward of one micro-batch on one stage)")
     fig.suptitle(_compare_steps(timelines) if len(timelines) > 1 else next(iter(timelines)))
+    lines = note.count("\n") + 1 if note else 1
     if note:
         fig.text(0.01, 0.0, note, fontsize=8, style="italic", va="bottom")
-    fig.tight_layout(rect=(0, 0.04 if note else 0, 1, 0.97))
+    fig.tight_layout(rect=(0, 0.05 * lines, 1, 0.97))
     plt.close(fig)  # shown once, as the cell's result
     return fig
 
