@@ -27,7 +27,7 @@ HANDOFF_LINK = "100gbit,10us"  # the hand-offs between stages: NVLink-class, nea
 
 def typical_run(schedule: str = "gpipe", *, repeats: int = 3, **kwargs) -> PipelineRun:
     """The run with the median step time out of `repeats`, so that one hiccup of a shared
-    machine (another process holding the core for a moment) cannot decide a verdict."""
+    machine (another process holding the core for a moment) does not decide the picture."""
     runs = [run_pipeline(schedule, **kwargs) for _ in range(repeats)]
     return sorted(runs, key=lambda r: r.timeline.makespan())[len(runs) // 2]
 

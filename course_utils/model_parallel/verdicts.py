@@ -14,6 +14,7 @@ from .schedules import Timeline
 
 __all__ = [
     "blog_slots",
+    "bubble_explained_by_stage_times",
     "bubble_matches",
     "bubble_never_below_formula",
     "bubble_shrinks",
@@ -121,6 +122,16 @@ def bubble_matches(rows: list[dict], tolerance: float = 0.15) -> Verdict:
         all(abs(r["measured"] / r["predicted"] - 1) <= tolerance for r in rows),
         f"with real compute the measured bubble is within {tolerance:.0%} of GPipe's prediction "
         "for every M",
+    )
+
+
+def bubble_explained_by_stage_times(rows: list[dict], tolerance: float = 0.15) -> Verdict:
+    """Every measured bubble within `tolerance` of the schedule played out with the stages'
+    own measured op times and the link's hand-off time (`from_stages_and_link`)."""
+    return verdict(
+        all(abs(r["measured"] / r["from_stages_and_link"] - 1) <= tolerance for r in rows),
+        "the schedule played out with the stages' measured op times predicts the measured "
+        f"bubble within {tolerance:.0%} for every M",
     )
 
 

@@ -45,7 +45,12 @@ def test_pairing_verdicts_fail_when_pairing_saves_nothing():
 
 def _rows(measured, m=(1, 2, 4, 8, 16), k=4):
     return [
-        {"microbatches": n, "measured": x, "predicted": (k - 1) / (n + k - 1)}
+        {
+            "microbatches": n,
+            "measured": x,
+            "predicted": (k - 1) / (n + k - 1),
+            "from_stages_and_link": 1.04 * (k - 1) / (n + k - 1),
+        }
         for n, x in zip(m, measured, strict=True)
     ]
 
@@ -57,6 +62,9 @@ def test_bubble_verdicts_fail_without_their_effect():
     assert not v.bubble_matches(_rows([0.751, 0.61, 0.438, 0.296, 0.30]))  # a stretched stage
     assert not v.bubble_shrinks(_rows([0.75, 0.75, 0.75, 0.75, 0.75]))  # M does not help
     assert not v.bubble_never_below_formula(_rows([0.5, 0.6, 0.43, 0.28, 0.16]))
+    assert v.bubble_explained_by_stage_times(good)
+    slow_link = _rows([0.9, 0.83, 0.75, 0.66, 0.6])  # hand-offs the prediction leaves out
+    assert not v.bubble_explained_by_stage_times(slow_link)
 
 
 def test_1f1b_verdicts_fail_when_it_holds_as_much_as_gpipe():
