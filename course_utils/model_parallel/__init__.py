@@ -1,37 +1,52 @@
 """Chapter 6 (`06_model_parallel_pipelining.ipynb`): model parallelism and pipelining.
 
 Tensor parallelism (each layer's neurons split across ranks, `tensor_parallel`), a
-pipeline of stages on real ranks (`pipeline`), and the schedules themselves, GPipe and
-1F1B, with their bubble and the activations they hold (`schedules`).
+pipeline of stages on real ranks (`pipeline`), the schedules themselves, GPipe and 1F1B,
+with their bubble and the activations they hold (`schedules`, `activations`), runs paced
+by sleep for the pictures or with real compute for the measurements (`bubble`), and the
+notebook's claims as verdicts (`verdicts`).
 """
 
-from . import charts, exercises
-from .bubble import bubble_matches, measure_bubble, real_compute_run, typical_run
-from .charts import activations_held, bubble_vs_microbatches, layer_traffic, pipeline_timeline
+from . import charts, exercises, verdicts
+from .bubble import HANDOFF_LINK, measure_bubble, real_compute_run, typical_run
+from .charts import (
+    activations_held,
+    bubble_vs_microbatches,
+    layer_traffic,
+    paced_note,
+    pipeline_timeline,
+    real_note,
+)
 from .exercises import check_bubble, check_gpipe_order
 from .pipeline import mlp, run_pipeline, serial_step
 from .schedules import SCHEDULES, simulate
-from .tensor_parallel import STYLES, bytes_per_layer, compare_with_unsplit
+from .tensor_parallel import STYLES, bytes_per_layer, collectives_per_layer, compare_with_unsplit
+from .verdicts import bubble_matches
 
 __all__ = [
+    "HANDOFF_LINK",
     "SCHEDULES",
     "STYLES",
     "activations_held",
+    "bubble_matches",
     "bubble_vs_microbatches",
     "bytes_per_layer",
     "charts",
     "check_bubble",
     "check_gpipe_order",
+    "collectives_per_layer",
     "compare_with_unsplit",
     "exercises",
     "layer_traffic",
-    "bubble_matches",
     "measure_bubble",
-    "real_compute_run",
     "mlp",
+    "paced_note",
     "pipeline_timeline",
+    "real_compute_run",
+    "real_note",
     "run_pipeline",
     "serial_step",
     "simulate",
     "typical_run",
+    "verdicts",
 ]

@@ -7,17 +7,51 @@ import numpy as np
 
 from ..core.style import PALETTE, new_figure
 
-__all__ = ["pipeline_timeline", "bubble_vs_microbatches", "activations_held", "layer_traffic"]
+__all__ = [
+    "activations_held",
+    "bubble_vs_microbatches",
+    "layer_traffic",
+    "paced_note",
+    "pipeline_timeline",
+    "real_note",
+]
 
 _COLOURS = {"F": PALETTE[0], "B": PALETTE[1]}
 _NAMES = {"F": "forward", "B": "backward"}
 
 
-def pipeline_timeline(timelines: dict, title: str, note: str | None = None):
+def paced_note(slot: float, micro_batch_size: int) -> str:
+    """The subtitle of a sleep-paced timeline: what it is (an illustration) and how it was paced."""
+    return (
+        f"paced by sleep, an illustration: each op runs a real Linear layer on "
+        f"{micro_batch_size} samples, padded with sleep to one slot ({slot * 1000:.0f} ms)"
+    )
+
+
+def real_note(link_label: str) -> str:
+    """The subtitle of a real-compute chart: how it was timed, and over which link."""
+    return (
+        "real compute, each stage timed on its link clock (CPU time + waits);\n"
+        f"hand-offs over an {link_label}"
+    )
+
+
+def _compare_steps(timelines: dict) -> str:
+    """The title of a two-panel timeline: how the second run's step compares with the first's."""
+    (a, first), (b, second) = list(timelines.items())[0], list(timelines.items())[-1]
+    ta, tb = first.in_slots(first.makespan()), second.in_slots(second.makespan())
+    ratio = tb / ta
+    how = "as long as" if abs(ratio - 1) <= 0.05 else f"{ratio:.2f}x as long as"
+    return f"{b} takes {how} {a} ({tb:.1f} against {ta:.1f} slots)"
+
+
+def pipeline_timeline(timelines: dict, note: str | None = None):
     """One row of boxes per stage, one panel per run: forward blue, backward orange, idle blank.
 
-    `timelines` maps a panel label to a `Timeline`; times are shown in slots (one ideal
-    forward), so runs with the same slot line up. `note` says how the ops were paced.
+    `timelines` maps a panel label to a `Timeline`; times are shown in slots (one forward
+    of one micro-batch on one stage: paced, the slot; measured, the median forward), so
+    runs with the same slot line up. `note` says how the ops were timed. The title
+    compares the last panel's step with the first's.
     """
     fig, axes = new_figure(
         nrows=len(timelines),
@@ -56,12 +90,13 @@ def pipeline_timeline(timelines: dict, title: str, note: str | None = None):
         ax.grid(axis="y", visible=False)
         ax.set_title(f"{label}: {tl.in_slots(tl.makespan()):.1f} slots", fontsize=10, loc="left")
     handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="upper right", fontsize=8, ncols=2)
+    fig.legend(handles, labels, loc="lower right", fontsize=8, ncols=2)
     axes[-1].set_xlabel("time (slots: one forward of one micro-batch on one stage)")
-    fig.suptitle(title)
+    fig.suptitle(_compare_steps(timelines) if len(timelines) > 1 else next(iter(timelines)))
+    lines = note.count("\n") + 1 if note else 1
     if note:
         fig.text(0.01, 0.0, note, fontsize=8, style="italic", va="bottom")
-    fig.tight_layout(rect=(0, 0.04 if note else 0, 1, 0.97))
+    fig.tight_layout(rect=(0, 0.05 * lines, 1, 0.97))
     plt.close(fig)  # shown once, as the cell's result
     return fig
 
@@ -100,31 +135,40 @@ def bubble_vs_microbatches(rows: list[dict], stages: int, subtitle: str = ""):
     return fig
 
 
-def activations_held(peaks: dict[str, tuple[int, ...]], microbatches: int):
-    """Most micro-batches' activations each stage kept at once, per schedule."""
+def activations_held(peak_bytes: dict[str, tuple[int, ...]], peak_counts: dict, microbatches: int):
+    """Most activation bytes each stage kept at once, per schedule, each bar labelled with
+    how many micro-batches' worth that was; the title compares the schedules' largest."""
     fig, (ax,) = new_figure(width=6.0)
-    stages = len(next(iter(peaks.values())))
-    width = 0.8 / len(peaks)
-    for n, (name, per_stage) in enumerate(peaks.items()):
-        ax.bar(
-            np.arange(stages) + (n - (len(peaks) - 1) / 2) * width,
-            per_stage,
+    stages = len(next(iter(peak_bytes.values())))
+    width = 0.8 / len(peak_bytes)
+    for n, (name, per_stage) in enumerate(peak_bytes.items()):
+        mib = np.array(per_stage) / 2**20
+        bars = ax.bar(
+            np.arange(stages) + (n - (len(peak_bytes) - 1) / 2) * width,
+            mib,
             width,
             color=PALETTE[n],
             label=name,
         )
-    ax.axhline(microbatches, color=PALETTE[7], lw=0.8, ls="--", label=f"M = {microbatches}")
+        ax.bar_label(bars, [f"{c} mb" for c in peak_counts[name]], fontsize=7)
     ax.set_xticks(range(stages), [f"stage {s}" for s in range(stages)])
-    ax.set_ylabel("activations held at peak (micro-batches)")
-    ax.set_title("1F1B holds at most K micro-batches, GPipe all M")
+    ax.set_ylabel("activations held at peak (MiB)")
+    most = {name: max(b) / 2**20 for name, b in peak_bytes.items()}
+    (a, ma), (b, mb) = list(most.items())[0], list(most.items())[-1]
+    ax.set_title(
+        f"M = {microbatches}: at most {mb:.1f} MiB held on a stage with {b}, {ma:.1f} MiB "
+        f"with {a}\n(mb: micro-batches held at that moment)",
+        fontsize=9,
+    )
     ax.legend()
     fig.tight_layout()
     plt.close(fig)  # shown once, as the cell's result
     return fig
 
 
-def layer_traffic(tables: dict[str, dict[str, list[int]]]):
-    """Bytes each rank's collectives produce per layer, forward and backward, per split style."""
+def layer_traffic(tables: dict[str, dict[str, list[float]]], collectives: dict[str, int]):
+    """Bytes each rank puts on the wire per layer (ring collectives), forward and backward,
+    per split style; the title compares the styles' collectives and total bytes."""
     fig, (ax,) = new_figure(width=7.0)
     layers = len(next(iter(tables.values()))["forward"])
     bars = [(style, d) for style in tables for d in ("forward", "backward")]
@@ -141,8 +185,14 @@ def layer_traffic(tables: dict[str, dict[str, list[int]]]):
             edgecolor="white",
         )
     ax.set_xticks(range(layers), [f"layer {n}" for n in range(layers)])
-    ax.set_ylabel("communicated per rank (KiB)")
-    ax.set_title("Column-then-row splitting talks once per pair of layers each way")
+    ax.set_ylabel("sent per rank on the wire (KiB, ring collectives)")
+    total = {style: sum(map(sum, t.values())) for style, t in tables.items()}
+    (a, _), (b, _) = list(tables.items())[0], list(tables.items())[-1]
+    ax.set_title(
+        f"{b}: {collectives[b]} collectives against {collectives[a]}, "
+        f"{total[b] / total[a]:.0%} of {a}'s wire bytes",
+        fontsize=10,
+    )
     ax.legend(fontsize=8)
     fig.tight_layout()
     plt.close(fig)  # shown once, as the cell's result

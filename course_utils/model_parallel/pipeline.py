@@ -8,7 +8,8 @@ those of the unsplit model on the same batch.
 
 To make timelines readable on a 2-core laptop, an op may be padded with sleep to a fixed
 `slot` (times `stage_cost` for that stage): then the picture shows the schedule, not the
-noise of four processes sharing two cores. The real layer still runs inside the slot.
+noise of four processes sharing two cores; an illustration, not a measurement. Each stage
+also counts the activation bytes it holds for its backwards (`activations`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from torch import nn
 
 from ..ranks import link as links
 from ..ranks.bootstrap import device
+from .activations import HeldActivations
 from .schedules import (
     BACKWARD,
     FORWARD,
@@ -69,6 +71,7 @@ class StageResult:
     stage: int
     events: list[Event]
     peak_held: int  # most micro-batches whose activations this stage kept at once
+    peak_bytes: int  # most bytes of activations it kept at once (`activations`)
     loss: float | None  # the batch loss, on the last stage
     grads: list[torch.Tensor]  # of this stage's parameters
 
@@ -107,19 +110,23 @@ def run_stage(
     stage_cost: Sequence[float] | None = None,
     backward_ratio: float = 1.0,
     link: str | None = None,
+    keep_grads: bool = True,
 ) -> StageResult:
     """This rank's share of one training step: its stage, in the schedule's order.
 
     Runs inside a launched rank (rank r = stage r). The loss is the mean cross-entropy
     of the whole batch, so each micro-batch's loss is divided by `microbatches`. With a
     `link`, hand-offs cross it and every time is the rank's link clock: its own CPU time
-    plus waits (`ranks.link.now`), as if each stage had a core of its own.
+    plus waits (`ranks.link.now`), as if each stage had a core of its own. Without
+    `keep_grads` the gradients stay on the rank (a timing run need not ship them back).
     """
     with links.active(link or "real", virtual=link is not None):
         now = links.now if link else time.perf_counter
-        return _run_stage(
+        result = _run_stage(
             model, schedule, microbatches, x, y, slot, stage_cost, backward_ratio, now
         )
+    result.grads = result.grads if keep_grads else []
+    return result
 
 
 def _run_stage(model, schedule, microbatches, x, y, slot, stage_cost, backward_ratio, now):
@@ -138,9 +145,10 @@ def _run_stage(model, schedule, microbatches, x, y, slot, stage_cost, backward_r
     last = rank == stages - 1
     order = check_order(sched.order(rank, stages, microbatches), microbatches, rank)
     stash, events, outbox, sends = {}, [], [], []
-    peak, loss_total = 0, 0.0
+    loss_total = 0.0
 
     out_shape = _warm_up(module, in_shape, dev)
+    held = HeldActivations(module)
     inbox: dict[int, tuple[torch.Tensor, object]] = {}
 
     def post_receive(n: int) -> None:
@@ -171,17 +179,20 @@ def _run_stage(model, schedule, microbatches, x, y, slot, stage_cost, backward_r
         if kind == FORWARD:
             inp = (xs[i] if rank == 0 else receive(n)).requires_grad_()  # every stage alike
             start = now()
-            out = module(inp)
+            with held.forward(i, inp) as outputs:
+                out = module(inp)
+                if last:
+                    out = F.cross_entropy(out, ys[i]) / microbatches
+                outputs.append(out)  # what the stash keeps: the block's output, or the loss
             if last:
-                out = F.cross_entropy(out, ys[i]) / microbatches
                 loss_total += out.item()
             else:
                 outbox.append((out.detach(), rank + 1, i))
             stash[i] = (inp, out)
-            peak = max(peak, len(stash))
             _pad_to(start, slot * cost)
         else:
             inp, out = stash.pop(i)
+            held.backward(i)
             grad = None if last else receive(n)
             start = now()
             out.backward(grad)
@@ -196,7 +207,8 @@ def _run_stage(model, schedule, microbatches, x, y, slot, stage_cost, backward_r
     for _, handle in sends:
         handle.wait()
     grads = [p.grad.detach().cpu() for p in module.parameters()]
-    return StageResult(rank, events, peak, loss_total if last else None, grads)
+    peak = held.peak_count, held.peak_bytes
+    return StageResult(rank, events, *peak, loss_total if last else None, grads)
 
 
 @dataclass
@@ -223,6 +235,7 @@ def run_pipeline(
     backend: str = "gloo",
     timeout: float = 60.0,
     link: str | None = None,
+    keep_grads: bool = True,
 ) -> PipelineRun:
     """One training step of `model` (default: one block of width `hidden` per stage) on
     `stages` ranks, in the order `schedule` gives; `x, y` default to a random batch.
@@ -260,6 +273,7 @@ def run_pipeline(
             "stage_cost": stage_cost,
             "backward_ratio": backward_ratio,
             "link": link,
+            "keep_grads": keep_grads,
         },
     )
     events = sorted((e for r in results for e in r.events), key=lambda e: (e.stage, e.start))
@@ -270,6 +284,7 @@ def run_pipeline(
         events,
         slot=slot or 1.0,
         peak_activations=tuple(r.peak_held for r in results),
+        peak_bytes=tuple(r.peak_bytes for r in results),
     )
     return PipelineRun(timeline, results[-1].loss, [g for r in results for g in r.grads])
 

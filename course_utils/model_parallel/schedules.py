@@ -9,7 +9,8 @@ starting a single process.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import statistics
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 FORWARD, BACKWARD, WAIT = "F", "B", "wait"
@@ -116,6 +117,7 @@ class Timeline:
     events: list[Event]
     slot: float = 1.0
     peak_activations: tuple[int, ...] = field(default_factory=tuple)
+    peak_bytes: tuple[int, ...] = field(default_factory=tuple)  # measured runs only
 
     def compute(self, stage: int | None = None) -> list[Event]:
         return [e for e in self.events if e.kind != WAIT and (stage is None or e.stage == stage)]
@@ -127,6 +129,17 @@ class Timeline:
 
     def busy(self, stage: int) -> float:
         return sum(e.end - e.start for e in self.compute(stage))
+
+    def op_seconds(self) -> list[tuple[float, float]]:
+        """Each stage's median forward and median backward: what `simulate(durations=...)`
+        takes to predict a step from measured stages."""
+        return [
+            tuple(
+                statistics.median(e.end - e.start for e in self.compute(s) if e.kind == kind)
+                for kind in (FORWARD, BACKWARD)
+            )
+            for s in range(self.stages)
+        ]
 
     def bubble_fraction(self) -> float:
         """Share of the stages' time spent idle: 1 - total busy / (stages x makespan)."""
@@ -151,10 +164,15 @@ def simulate(
     backward: float = 1.0,
     weights: tuple[float, ...] | None = None,
     orders: list[list[Op]] | None = None,
+    durations: Sequence[tuple[float, float]] | None = None,
+    handoff: float = 0.0,
 ) -> Timeline:
     """Play a schedule out with ideal timings: no communication cost, ops of fixed length.
 
-    `weights` scales each stage's op time (2 = a stage twice as heavy). `orders` replaces
+    `weights` scales each stage's op time (2 = a stage twice as heavy); `durations` gives
+    each stage's forward and backward seconds instead (measured ones). `handoff` is the
+    time a result takes to reach the next stage; a stage's results leave one after another,
+    as over one network link. `orders` replaces
     the schedule's own order per stage, which is how a learner's order is tried. An order
     whose stages wait on each other forever raises ValueError naming who waits for what.
     """
@@ -162,12 +180,16 @@ def simulate(
     weights = tuple(weights or (1.0,) * stages)
     if len(weights) != stages:
         raise ValueError(f"weights has {len(weights)} entries for {stages} stages.")
+    if durations is None:
+        durations = [(forward * w, backward * w) for w in weights]
+    elif len(durations) != stages:
+        raise ValueError(f"durations has {len(durations)} entries for {stages} stages.")
     if orders is None:
         orders = [sched.order(s, stages, microbatches) for s in range(stages)]
     orders = [check_order(o, microbatches, s) for s, o in enumerate(orders)]
     sent: dict[tuple[int, str, int], float] = {}  # (stage, kind, i) -> when its result leaves
     pending: list[list[tuple[str, int]]] = [[] for _ in range(stages)]
-    pos, free, events = [0] * stages, [0.0] * stages, []
+    pos, free, wire, events = [0] * stages, [0.0] * stages, [0.0] * stages, []
     progress = True
     while progress:
         progress = False
@@ -179,13 +201,16 @@ def simulate(
                 if needs_peer and source not in sent:
                     break
                 start = max(free[s], sent[source] if needs_peer else 0.0)
-                end = start + (forward if kind == FORWARD else backward) * weights[s]
+                end = start + durations[s][kind == BACKWARD]
                 events.append(Event(s, kind, i, start, end))
                 free[s], pos[s], progress = end, pos[s] + 1, True
                 pending[s].append((kind, i))
                 nxt = orders[s][pos[s]][0] if pos[s] < len(orders[s]) else None
                 if not sched.whole_batch_sends or nxt != kind:
-                    sent.update({(s, k, j): end for k, j in pending[s]})
+                    for k, j in pending[s]:
+                        if (k == FORWARD and s < stages - 1) or (k == BACKWARD and s > 0):
+                            wire[s] = max(wire[s], end) + handoff
+                        sent[(s, k, j)] = max(wire[s], end)
                     pending[s].clear()
     stuck = [s for s in range(stages) if pos[s] < len(orders[s])]
     if stuck:

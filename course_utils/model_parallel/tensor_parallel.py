@@ -9,8 +9,9 @@ layer's output neurons (rows of W); a row-parallel layer holds some of its input
 - "column_row" (Megatron-LM, Shoeybi et al. 2019): a column-parallel layer feeds its
   slice straight into a row-parallel one, one all-reduce per pair of layers.
 
-Every collective is logged with its layer, direction and size, so what must be
-communicated per layer is measured, not asserted.
+Every collective is logged with its layer, direction, size and group, so what must be
+communicated per layer is measured, not asserted: in collectives, and in the bytes each
+rank puts on the wire when the collective runs as a ring (`Transfer.wire_bytes`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,17 @@ class Transfer:
     direction: str  # "forward" or "backward"
     op: str  # "all_gather" or "all_reduce"
     bytes: int  # size of the full tensor the collective produces on each rank
+    ranks: int = 1  # how many ranks share the collective
+
+    @property
+    def wire_bytes(self) -> float:
+        """Bytes each rank sends when the collective runs as a ring (Thakur et al. 2005):
+        an all-gather of an n-byte result sends (N-1)/N n; an all-reduce of n bytes is a
+        reduce-scatter then an all-gather, 2(N-1)/N n."""
+        return _RING_SHARE[self.op] * (self.ranks - 1) / self.ranks * self.bytes
+
+
+_RING_SHARE = {"all_gather": 1, "all_reduce": 2}
 
 
 _log: list[Transfer] | None = None
@@ -50,7 +62,8 @@ def count_communication():
 
 def _record(layer: int, direction: str, op: str, t: torch.Tensor) -> None:
     if _log is not None:
-        _log.append(Transfer(layer, direction, op, t.numel() * t.element_size()))
+        nbytes = t.numel() * t.element_size()
+        _log.append(Transfer(layer, direction, op, nbytes, dist.get_world_size()))
 
 
 def _all_reduce(t: torch.Tensor, layer: int, direction: str) -> torch.Tensor:
@@ -219,9 +232,17 @@ def compare_with_unsplit(widths, batch: int, style: str = "column_row", seed: in
     }
 
 
-def bytes_per_layer(transfers: list[Transfer], layers: int) -> dict[str, list[int]]:
-    """Bytes each rank's collectives produced, per layer, forward and backward."""
+def bytes_per_layer(transfers: list[Transfer], layers: int) -> dict[str, list[float]]:
+    """Bytes each rank sends on the wire, per layer, forward and backward (ring collectives)."""
+    table = {"forward": [0.0] * layers, "backward": [0.0] * layers}
+    for t in transfers:
+        table[t.direction][t.layer] += t.wire_bytes
+    return table
+
+
+def collectives_per_layer(transfers: list[Transfer], layers: int) -> dict[str, list[int]]:
+    """How many collectives each layer waits for, forward and backward."""
     table = {"forward": [0] * layers, "backward": [0] * layers}
     for t in transfers:
-        table[t.direction][t.layer] += t.bytes
+        table[t.direction][t.layer] += 1
     return table

@@ -128,32 +128,74 @@ def test_impossible_setups_are_refused_before_launching():
 # ------------------------------------------------------------- charts and benchmark
 
 
-def test_charts_take_plain_timelines_and_return_figures():
+def test_charts_take_plain_data_and_compute_their_titles():
     from matplotlib.figure import Figure
 
     from course_utils.model_parallel import charts as plots
 
     timelines = {"GPipe": simulate("gpipe", 3, 4), "1F1B": simulate("1f1b", 3, 4)}
     rows = [{"microbatches": m, "measured": bubble_formula(3, m)} for m in (1, 2, 4)]
+    peaks = {k: tuple(n * 2**20 for n in t.peak_activations) for k, t in timelines.items()}
     figures = [
-        plots.pipeline_timeline(timelines, title="t", note="simulated"),
+        plots.pipeline_timeline(timelines, note=plots.paced_note(0.04, 8)),
+        plots.pipeline_timeline({"naive": simulate("naive", 3, 4), **timelines}),
         plots.bubble_vs_microbatches(rows, 3),
-        plots.activations_held({k: t.peak_activations for k, t in timelines.items()}, 4),
-        plots.layer_traffic({"every_layer": {"forward": [1, 2], "backward": [0, 2]}}),
+        plots.activations_held(peaks, {k: t.peak_activations for k, t in timelines.items()}, 4),
+        plots.layer_traffic(
+            {
+                "every_layer": {"forward": [2, 2], "backward": [2, 2]},
+                "column_row": {"forward": [0, 2], "backward": [2, 0]},
+            },
+            {"every_layer": 4, "column_row": 2},
+        ),
     ]
     assert all(isinstance(f, Figure) for f in figures)
+    titles = [f._suptitle.get_text() for f in figures[:2]] + [
+        f.axes[0].get_title() for f in figures[3:]
+    ]
+    assert titles[0] == "1F1B takes as long as GPipe (12.0 against 12.0 slots)"
+    assert titles[1] == "1F1B takes 0.50x as long as naive (12.0 against 24.0 slots)"
+    assert titles[2].startswith("M = 4: at most 3.0 MiB held on a stage with 1F1B, 4.0 MiB")
+    assert titles[3] == "column_row: 2 collectives against 4, 50% of every_layer's wire bytes"
+    assert "paced by sleep, an illustration" in plots.paced_note(0.04, 8)
+    assert "link clock" in plots.real_note("emulated 1 Gbit/s link, α = 1 ms")
 
 
-def test_bench_reports_measured_and_predicted_bubble_per_m():
+def test_bench_reports_measured_and_predicted_bubble_per_m_with_real_compute():
     import argparse
 
     from course_utils.model_parallel import bench
 
     parser = argparse.ArgumentParser()
     bench.add_arguments(parser)
-    args = parser.parse_args(["--stages", "2", "--microbatches", "1,4", "--slot", "0.02"])
-    args.repeats = 1
+    args = parser.parse_args(
+        ["--stages", "2", "--microbatches", "1,4", "--width", "256", "--micro-batch-size", "16",
+         "--link", "1gbit"]
+    )  # fmt: skip
     result = bench.run(args)
+    assert result["paced"] is False and result["link"] == "1000mbit,1ms"
     assert [r["microbatches"] for r in result["rows"]] == [1, 4]
     assert [r["predicted"] for r in result["rows"]] == [0.5, 0.2]
     assert all(0 < r["measured"] < 1 for r in result["rows"])
+    assert all(r["handoff_over_forward"] > 0 for r in result["rows"])
+    assert result["meets_target"] == all(r["meets_target"] for r in result["rows"])
+    assert "15%" in result["target"]
+    assert (result["why"] is None) == result["meets_target"]
+
+
+def test_bench_link_defaults_to_the_profile_s():
+    import argparse
+
+    from course_utils.model_parallel import bench
+
+    parser = argparse.ArgumentParser()
+    bench.add_arguments(parser)
+    assert parser.parse_args([]).link is None  # resolved by ranks.link.resolve: the profile's
+
+
+def test_bench_says_why_a_target_was_missed():
+    from course_utils.model_parallel.bench import _why
+
+    assert "hand-off takes up to 3.2 forwards" in _why(3.2, emulated=True, stages=4)
+    assert "more stages than cores" in _why(0.0, emulated=False, stages=10_000)
+    assert "op times differ" in _why(0.001, emulated=True, stages=4)

@@ -1,11 +1,15 @@
-"""The bubble with real compute, timed on the ranks' link clocks, and its verdict."""
+"""Real compute on the ranks' link clocks: the bubble, the activation bytes each schedule
+holds, and an unbalanced stage against the schedule played out with its measured times."""
 
 from __future__ import annotations
 
 import pytest
+import torch
+from torch import nn
 
-from course_utils.model_parallel import bubble_matches, real_compute_run
-from course_utils.model_parallel.schedules import bubble_formula
+from course_utils.model_parallel import measure_bubble, real_compute_run
+from course_utils.model_parallel.activations import HeldActivations
+from course_utils.model_parallel.schedules import bubble_formula, simulate
 
 
 def test_real_compute_bubble_follows_the_formula_whatever_the_cores():
@@ -15,15 +19,72 @@ def test_real_compute_bubble_follows_the_formula_whatever_the_cores():
     backward = [e.end - e.start for e in tl.events if e.kind == "B" and e.stage == 1]
     assert 1.4 < sum(backward) / sum(forward) < 3.0  # a backward: two matrix products
     assert tl.bubble_fraction() == pytest.approx(bubble_formula(4, 4), rel=0.2)
+    assert tl.slot == pytest.approx(sorted(forward)[len(forward) // 2], rel=0.5)
 
 
-def test_bubble_verdict_fails_for_a_pipeline_with_a_stretched_stage():
-    good = [{"measured": 0.76, "predicted": 0.75}, {"measured": 0.17, "predicted": 0.158}]
-    assert bubble_matches(good).ok
-    stretched = [{"measured": 0.76, "predicted": 0.75}, {"measured": 0.30, "predicted": 0.158}]
-    assert not bubble_matches(stretched).ok
+def test_measured_bubble_rows_carry_the_stage_times_prediction():
+    rows = measure_bubble(2, [1, 2], width=256, micro_batch_size=16)
+    assert [r["predicted"] for r in rows] == [0.5, pytest.approx(1 / 3)]
+    for r in rows:
+        assert 0 < r["measured"] < 1 and 0 < r["from_stages_and_link"] < 1
+        assert r["forward_seconds"] > 0
 
 
 def test_an_unbalanced_stage_gets_more_blocks():
-    run = real_compute_run("gpipe", 2, 2, width=128, micro_batch_size=8, stage_cost=(1, 2))
+    run = real_compute_run(
+        "gpipe", 2, 2, width=128, micro_batch_size=8, stage_cost=(1, 2), keep_grads=True
+    )
     assert len(run.grads) == 2 * 3  # weight and bias of 3 blocks
+    assert real_compute_run("gpipe", 2, 2, width=128, micro_batch_size=8).grads == []
+
+
+def test_held_bytes_are_what_autograd_saves_without_the_weights():
+    block = nn.Sequential(nn.Linear(16, 32), nn.ReLU())
+    held = HeldActivations(block)
+    x = torch.randn(8, 16, requires_grad=True)
+    with held.forward(0, x) as outputs:
+        outputs.append(block(x))
+    assert held.peak_bytes == 8 * 16 * 4 + 8 * 32 * 4  # the input, the ReLU's output
+    x2 = torch.randn(8, 16, requires_grad=True)
+    with held.forward(1, x2) as outputs:
+        outputs.append(block(x2))
+    assert held.peak_bytes == 2 * (8 * 16 * 4 + 8 * 32 * 4)
+    held.backward(0)
+    held.backward(1)
+    assert held.peak_bytes == 2 * (8 * 16 * 4 + 8 * 32 * 4)  # a peak stays the peak
+    assert held.peak_count == 2
+
+
+def test_1f1b_holds_k_minus_s_over_m_of_gpipe_s_bytes():
+    peaks = {
+        name: real_compute_run(name, 4, 6, width=64, micro_batch_size=8).timeline.peak_bytes
+        for name in ("gpipe", "1f1b")
+    }
+    for s, (g, f) in enumerate(zip(peaks["gpipe"], peaks["1f1b"], strict=True)):
+        assert f / g == pytest.approx((4 - s) / 6, rel=0.02)
+    assert peaks["gpipe"][1] == 6 * 2 * 8 * 64 * 4  # per micro-batch: Linear input, ReLU output
+
+
+def test_an_unbalanced_step_is_the_schedule_played_out_with_its_stage_times():
+    run = real_compute_run("gpipe", 2, 4, width=512, micro_batch_size=32, stage_cost=(1, 2))
+    tl = run.timeline
+    times = tl.op_seconds()
+    assert (times[1][0] + times[1][1]) > 1.4 * (times[0][0] + times[0][1])
+    predicted = simulate("gpipe", 2, 4, durations=times).makespan()
+    assert tl.makespan() == pytest.approx(predicted, rel=0.3)
+
+
+def test_simulate_takes_each_stage_s_own_durations():
+    tl = simulate("gpipe", 2, 2, durations=[(1.0, 2.0), (2.0, 4.0)])
+    assert tl.makespan() == 1 + 2 * 2 + 4 * 2 + 2
+    assert tl.op_seconds() == [(1.0, 2.0), (2.0, 4.0)]
+    with pytest.raises(ValueError, match="durations has 1 entries for 2 stages"):
+        simulate("gpipe", 2, 2, durations=[(1.0, 2.0)])
+
+
+def test_simulated_handoffs_delay_the_next_stage_and_queue_on_one_link():
+    tl = simulate("gpipe", 2, 1, durations=[(1.0, 2.0), (1.0, 2.0)], handoff=0.5)
+    assert tl.makespan() == 1 + 0.5 + 1 + 2 + 0.5 + 2
+    queued = simulate("gpipe", 2, 2, durations=[(1.0, 2.0), (1.0, 2.0)], handoff=3.0)
+    forwards = [e.start for e in queued.compute(1) if e.kind == "F"]
+    assert forwards == [4.0, 7.0]  # the second result waits for the first on the wire

@@ -38,12 +38,28 @@ def test_communication_per_layer_is_measured_exactly():
     }
     every = tp.bytes_per_layer(split["every_layer"]["transfers"], 4)
     pairs = tp.bytes_per_layer(split["column_row"]["transfers"], 4)
-    activation = BATCH * 4  # bytes per feature of a float32 batch
-    assert every["forward"] == [64 * activation, 64 * activation, 64 * activation, 12 * activation]
-    assert every["backward"] == [40 * activation, 64 * activation, 64 * activation, 64 * activation]
-    assert pairs["forward"] == [0, 64 * activation, 0, 12 * activation]
-    assert pairs["backward"] == [40 * activation, 0, 64 * activation, 0]
-    assert sum(map(sum, pairs.values())) < sum(map(sum, every.values())) / 2
+    feature = BATCH * 4  # bytes per feature of a float32 batch
+    gather, reduce = feature / 2, feature  # on 2 ranks a ring sends (N-1)/N, 2(N-1)/N of n
+    assert every["forward"] == [64 * gather, 64 * gather, 64 * gather, 12 * gather]
+    assert every["backward"] == [40 * reduce, 64 * reduce, 64 * reduce, 64 * reduce]
+    assert pairs["forward"] == [0, 64 * reduce, 0, 12 * reduce]  # the last layer is row-parallel
+    assert pairs["backward"] == [40 * reduce, 0, 64 * reduce, 0]
+    assert tp.collectives_per_layer(split["every_layer"]["transfers"], 4) == {
+        "forward": [1, 1, 1, 1],
+        "backward": [1, 1, 1, 1],
+    }
+    assert tp.collectives_per_layer(split["column_row"]["transfers"], 4) == {
+        "forward": [0, 1, 0, 1],
+        "backward": [1, 0, 1, 0],
+    }
+
+
+def test_wire_bytes_are_a_ring_s_share_of_the_tensor():
+    gather = tp.Transfer(0, "forward", "all_gather", 1000, ranks=4)
+    reduce = tp.Transfer(0, "backward", "all_reduce", 1000, ranks=4)
+    assert gather.wire_bytes == 750  # (N-1)/N n
+    assert reduce.wire_bytes == 1500  # 2(N-1)/N n
+    assert tp.Transfer(0, "forward", "all_reduce", 1000, ranks=1).wire_bytes == 0
 
 
 def _uneven_split():

@@ -1,0 +1,225 @@
+"""Notebook 06's claims as verdicts: each compares measured numbers with a stated threshold.
+
+The numbers go on the line before a verdict; the verdict line itself carries none. The
+timing verdicts rest on real compute timed on each rank's link clock (`bubble`), never on
+the sleep-paced pictures, which only replay a schedule.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from ..core.checks import Verdict, verdict
+from .schedules import Timeline
+
+__all__ = [
+    "blog_slots",
+    "bubble_explained_by_stage_times",
+    "bubble_matches",
+    "bubble_never_below_formula",
+    "bubble_shrinks",
+    "f1b_holds_fewer",
+    "f1b_holds_fewer_bytes",
+    "heavy_stage_is_heavier",
+    "matches_unsplit",
+    "pairing_fewer_wire_bytes",
+    "pairing_halves_collectives",
+    "same_step_time",
+    "slows_more_than_the_work",
+    "step_as_predicted",
+    "tp_matches_unsplit",
+    "tp_stores_a_share",
+    "tp_talks_after_every_layer",
+    "waits_for_the_heavy_stage",
+]
+
+
+# ------------------------------------------------------------- 1. the blog's picture
+
+
+def blog_slots(naive: Timeline, piped: Timeline) -> list[Verdict]:
+    """The schedules played out on paper (`schedules.simulate`), counted in slots."""
+    k, m = naive.stages, naive.microbatches
+    return [
+        verdict(
+            round(naive.span("F")) == k * m,
+            f"on paper, without pipelining the forward pass takes K x M slots ({k * m} for "
+            f"{m} micro-batches over {k} stages)",
+        ),
+        verdict(
+            round(piped.span("F")) == m + k - 1,
+            f"on paper, pipelined it takes M + K - 1 slots ({m + k - 1})",
+        ),
+        verdict(
+            round(naive.makespan()) == 2 * k * m and round(piped.makespan()) == 2 * (m + k - 1),
+            "on paper, the backward pass mirrors the forward: the whole step takes twice as "
+            "many slots",
+        ),
+    ]
+
+
+# ------------------------------------------------------------- 2. same arithmetic
+
+
+def matches_unsplit(gaps: dict, losses: dict, loss: float, tolerance=1e-5) -> Verdict:
+    """Every schedule's loss and largest gradient difference against the unsplit model."""
+    ok = all(g < tolerance for g in gaps.values())
+    ok = ok and all(abs(x - loss) < tolerance for x in losses.values())
+    return verdict(
+        ok, "every schedule gives the unsplit model's loss and gradients on the same batch"
+    )
+
+
+# ------------------------------------------------------------- 3. tensor parallelism
+
+
+def tp_matches_unsplit(reports: list[dict], tolerance=1e-5) -> Verdict:
+    ok = all(r["output_max_diff"] < tolerance and r["grad_max_diff"] < tolerance for r in reports)
+    return verdict(
+        ok, "split layers give the unsplit outputs and gradients (weights and input), both ways"
+    )
+
+
+def tp_stores_a_share(reports: list[dict], ranks: int, slack=0.05) -> Verdict:
+    ok = all(r["params_stored"] <= (1 + slack) * r["params_full"] / ranks for r in reports)
+    return verdict(
+        ok,
+        f"each rank stores 1/N of the weights within {slack:.0%} (only row-parallel biases "
+        "are repeated)",
+    )
+
+
+def tp_talks_after_every_layer(collectives: dict[str, list[int]]) -> Verdict:
+    """`collectives`: per direction, per layer, as `tensor_parallel.collectives_per_layer`."""
+    return verdict(
+        all(n > 0 for n in collectives["forward"]),
+        "splitting every layer's neurons means a collective after every layer's forward",
+    )
+
+
+def pairing_fewer_wire_bytes(wire_bytes: dict[str, float]) -> Verdict:
+    """`wire_bytes`: each style's total bytes per rank on the wire, one training step."""
+    return verdict(
+        wire_bytes["column_row"] < wire_bytes["every_layer"],
+        "pairing column- and row-parallel layers puts fewer bytes on each rank's wire",
+    )
+
+
+def pairing_halves_collectives(collectives: dict[str, int]) -> Verdict:
+    """`collectives`: each style's number of collectives in one training step."""
+    return verdict(
+        2 * collectives["column_row"] <= collectives["every_layer"],
+        "pairing column- and row-parallel layers needs at most half as many collectives",
+    )
+
+
+# ------------------------------------------------------------- 4. the bubble
+
+
+def bubble_matches(rows: list[dict], tolerance: float = 0.15) -> Verdict:
+    """Every measured bubble within `tolerance` of (K-1)/(M+K-1)."""
+    return verdict(
+        all(abs(r["measured"] / r["predicted"] - 1) <= tolerance for r in rows),
+        f"with real compute the measured bubble is within {tolerance:.0%} of GPipe's prediction "
+        "for every M",
+    )
+
+
+def bubble_explained_by_stage_times(rows: list[dict], tolerance: float = 0.15) -> Verdict:
+    """Every measured bubble within `tolerance` of the schedule played out with the stages'
+    own measured op times and the link's hand-off time (`from_stages_and_link`)."""
+    return verdict(
+        all(abs(r["measured"] / r["from_stages_and_link"] - 1) <= tolerance for r in rows),
+        "the schedule played out with the stages' measured op times predicts the measured "
+        f"bubble within {tolerance:.0%} for every M",
+    )
+
+
+def bubble_shrinks(rows: list[dict]) -> Verdict:
+    measured = [r["measured"] for r in rows]
+    return verdict(
+        all(a > b for a, b in zip(measured[:-1], measured[1:], strict=False)),
+        "every increase in micro-batches shrank the bubble",
+    )
+
+
+def bubble_never_below_formula(rows: list[dict], slack=0.005) -> Verdict:
+    return verdict(
+        all(r["measured"] >= r["predicted"] - slack for r in rows),
+        "the measured bubble is never below the formula: hand-offs only add idle time",
+    )
+
+
+# ------------------------------------------------------------- 5. 1F1B against GPipe
+
+
+def same_step_time(f1b: float, gpipe: float, tolerance=0.1) -> Verdict:
+    return verdict(
+        abs(f1b / gpipe - 1) <= tolerance,
+        f"with real compute 1F1B finishes the step as fast as GPipe (within {tolerance:.0%})",
+    )
+
+
+def f1b_holds_fewer(gpipe: tuple[int, ...], f1b: tuple[int, ...], microbatches: int):
+    """Micro-batches held at peak per stage: GPipe all M, 1F1B at most K - s."""
+    k = len(gpipe)
+    return [
+        verdict(
+            gpipe == (microbatches,) * k,
+            "GPipe holds the activations of all M micro-batches on every stage",
+        ),
+        verdict(
+            all(p <= k - s for s, p in enumerate(f1b)) and max(f1b) < microbatches,
+            "1F1B holds at most K - s micro-batches on stage s, fewer than GPipe",
+        ),
+    ]
+
+
+def f1b_holds_fewer_bytes(gpipe: tuple[int, ...], f1b: tuple[int, ...], microbatches: int,
+                          tolerance=0.05) -> Verdict:  # fmt: skip
+    """Peak activation bytes per stage: 1F1B's are min(K - s, M)/M of GPipe's on stage s."""
+    k = len(gpipe)
+    ratios = [f / g if g else float("inf") for f, g in zip(f1b, gpipe, strict=True)]
+    expected = [min(k - s, microbatches) / microbatches for s in range(k)]
+    return verdict(
+        all(abs(r - e) <= tolerance for r, e in zip(ratios, expected, strict=True)),
+        f"1F1B's peak activation bytes on stage s are (K - s)/M of GPipe's, within {tolerance:.0%}",
+    )
+
+
+# ------------------------------------------------------------- 6. an unbalanced stage
+
+
+def heavy_stage_is_heavier(op_seconds: list[tuple[float, float]], heavy: int, factor: float,
+                           tolerance=0.25) -> Verdict:  # fmt: skip
+    """The heavy stage's forward + backward against the median of the other stages'."""
+    per_op = [f + b for f, b in op_seconds]
+    others = statistics.median(t for s, t in enumerate(per_op) if s != heavy)
+    return verdict(
+        abs(per_op[heavy] / others / factor - 1) <= tolerance,
+        f"the heavy stage's ops take its number of blocks times the others', "
+        f"within {tolerance:.0%}",
+    )
+
+
+def step_as_predicted(measured: float, predicted: float, tolerance=0.1) -> Verdict:
+    return verdict(
+        abs(measured / predicted - 1) <= tolerance,
+        "the unbalanced step is as long as the schedule played out with the measured stage "
+        f"times predicts (within {tolerance:.0%})",
+    )
+
+
+def slows_more_than_the_work(slowdown: float, extra_work: float, margin=0.2) -> Verdict:
+    return verdict(
+        slowdown > extra_work + margin,
+        "the step slows down far more than the extra work alone would explain",
+    )
+
+
+def waits_for_the_heavy_stage(heavy: float, balanced: float, margin=0.1) -> Verdict:
+    """`heavy`, `balanced`: the bubble fraction of each run."""
+    return verdict(
+        heavy > balanced + margin,
+        "the balanced stages spend the difference idle, waiting for the heavy one",
+    )

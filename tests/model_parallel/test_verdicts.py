@@ -1,0 +1,94 @@
+"""Every verdict of notebook 06 passes on a case with the effect and fails without it."""
+
+from __future__ import annotations
+
+from course_utils.model_parallel import verdicts as v
+from course_utils.model_parallel.schedules import simulate
+
+
+def test_blog_slots_hold_on_paper_and_fail_when_nothing_is_pipelined():
+    naive, piped = simulate("naive", 3, 3), simulate("gpipe", 3, 3)
+    assert all(v.blog_slots(naive, piped))
+    assert [bool(x) for x in v.blog_slots(naive, naive)] == [True, False, False]
+
+
+def test_matches_unsplit_fails_for_a_gradient_or_loss_that_differs():
+    assert v.matches_unsplit({"gpipe": 1e-8}, {"gpipe": 2.3}, 2.3)
+    assert not v.matches_unsplit({"gpipe": 1e-3}, {"gpipe": 2.3}, 2.3)
+    assert not v.matches_unsplit({"gpipe": 1e-8}, {"gpipe": 2.4}, 2.3)
+
+
+def _report(out=1e-8, grad=1e-8, stored=50, full=100):
+    return {
+        "output_max_diff": out,
+        "grad_max_diff": grad,
+        "params_stored": stored,
+        "params_full": full,
+    }
+
+
+def test_tp_verdicts_fail_without_their_effect():
+    assert v.tp_matches_unsplit([_report(), _report()])
+    assert not v.tp_matches_unsplit([_report(), _report(grad=0.1)])
+    assert v.tp_stores_a_share([_report(stored=52)], ranks=2)
+    assert not v.tp_stores_a_share([_report(stored=100)], ranks=2)  # every rank keeps it all
+    assert v.tp_talks_after_every_layer({"forward": [1, 1, 1], "backward": [1, 1, 1]})
+    assert not v.tp_talks_after_every_layer({"forward": [0, 1, 0], "backward": [1, 0, 1]})
+
+
+def test_pairing_verdicts_fail_when_pairing_saves_nothing():
+    assert v.pairing_fewer_wire_bytes({"every_layer": 42624.0, "column_row": 22144.0})
+    assert not v.pairing_fewer_wire_bytes({"every_layer": 42624.0, "column_row": 42624.0})
+    assert v.pairing_halves_collectives({"every_layer": 8, "column_row": 4})
+    assert not v.pairing_halves_collectives({"every_layer": 8, "column_row": 6})
+
+
+def _rows(measured, m=(1, 2, 4, 8, 16), k=4):
+    return [
+        {
+            "microbatches": n,
+            "measured": x,
+            "predicted": (k - 1) / (n + k - 1),
+            "from_stages_and_link": 1.04 * (k - 1) / (n + k - 1),
+        }
+        for n, x in zip(m, measured, strict=True)
+    ]
+
+
+def test_bubble_verdicts_fail_without_their_effect():
+    good = _rows([0.751, 0.61, 0.438, 0.296, 0.169])
+    assert v.bubble_matches(good) and v.bubble_shrinks(good)
+    assert v.bubble_never_below_formula(good)
+    assert not v.bubble_matches(_rows([0.751, 0.61, 0.438, 0.296, 0.30]))  # a stretched stage
+    assert not v.bubble_shrinks(_rows([0.75, 0.75, 0.75, 0.75, 0.75]))  # M does not help
+    assert not v.bubble_never_below_formula(_rows([0.5, 0.6, 0.43, 0.28, 0.16]))
+    assert v.bubble_explained_by_stage_times(good)
+    slow_link = _rows([0.9, 0.83, 0.75, 0.66, 0.6])  # hand-offs the prediction leaves out
+    assert not v.bubble_explained_by_stage_times(slow_link)
+
+
+def test_1f1b_verdicts_fail_when_it_holds_as_much_as_gpipe():
+    mb = 4 << 20
+    gpipe, f1b = (8, 8, 8, 8), (4, 3, 2, 1)
+    assert v.same_step_time(1.02, 1.0)
+    assert not v.same_step_time(1.3, 1.0)
+    assert all(v.f1b_holds_fewer(gpipe, f1b, 8))
+    assert [bool(x) for x in v.f1b_holds_fewer(gpipe, gpipe, 8)] == [True, False]
+    assert not v.f1b_holds_fewer(f1b, f1b, 8)[0]
+    gpipe_bytes = tuple(8 * mb for _ in range(4))
+    assert v.f1b_holds_fewer_bytes(gpipe_bytes, tuple(n * mb for n in f1b), 8)
+    assert not v.f1b_holds_fewer_bytes(gpipe_bytes, gpipe_bytes, 8)
+    assert not v.f1b_holds_fewer_bytes(gpipe_bytes, (0, 0, 0, 0), 8)  # nothing counted
+    assert v.f1b_holds_fewer_bytes((2 * mb,) * 4, (2 * mb, 2 * mb, 2 * mb, mb), 2)  # M < K
+
+
+def test_unbalanced_verdicts_fail_for_a_balanced_pipeline():
+    times = [(0.05, 0.1), (0.1, 0.2), (0.05, 0.1), (0.05, 0.1)]
+    assert v.heavy_stage_is_heavier(times, heavy=1, factor=2)
+    assert not v.heavy_stage_is_heavier([(0.05, 0.1)] * 4, heavy=1, factor=2)
+    assert v.step_as_predicted(2.9, 2.85)
+    assert not v.step_as_predicted(3.5, 2.85)
+    assert v.slows_more_than_the_work(1.7, 1.25)
+    assert not v.slows_more_than_the_work(1.25, 1.25)  # only the extra work: no waiting
+    assert v.waits_for_the_heavy_stage(0.47, 0.28)
+    assert not v.waits_for_the_heavy_stage(0.29, 0.28)
