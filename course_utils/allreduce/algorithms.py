@@ -14,12 +14,11 @@ received from whom, and (for small demos) its tensor after every round.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import torch
 import torch.distributed as dist
 
-from ..ranks.link import post, recv, send
+from ..ranks.link import irecv, isend, post, recv, send
+from .trace import QUIET, Trace
 
 __all__ = [
     "ALGORITHMS",
@@ -31,61 +30,6 @@ __all__ = [
     "ring_allreduce",
     "tree_allreduce",
 ]
-
-
-@dataclass
-class RoundLog:
-    """One round on one rank: element ranges sent and received, as (peer, start, stop)."""
-
-    label: str
-    sends: list = field(default_factory=list)
-    recvs: list = field(default_factory=list)
-    value: torch.Tensor | None = None  # the rank's tensor after the round, when kept
-
-
-@dataclass
-class Trace:
-    """What one rank did during one allreduce; rounds line up across ranks (idle ones too)."""
-
-    rank: int = 0
-    world_size: int = 1
-    itemsize: int = 1
-    keep_values: bool = False
-    rounds: list = field(default_factory=list)
-
-    def next_round(self, label: str) -> None:
-        self.rounds.append(RoundLog(label))
-
-    def sent(self, peer: int, start: int, stop: int) -> None:
-        self.rounds[-1].sends.append((peer, start, stop))
-
-    def received(self, peer: int, start: int, stop: int) -> None:
-        self.rounds[-1].recvs.append((peer, start, stop))
-
-    def done(self, flat: torch.Tensor) -> None:
-        if self.keep_values:
-            self.rounds[-1].value = flat.detach().clone().cpu()
-
-    @property
-    def bytes_sent(self) -> int:
-        return self.itemsize * sum(b - a for r in self.rounds for _, a, b in r.sends)
-
-    @property
-    def bytes_received(self) -> int:
-        return self.itemsize * sum(b - a for r in self.rounds for _, a, b in r.recvs)
-
-    @property
-    def messages_sent(self) -> int:
-        return sum(len(r.sends) for r in self.rounds)
-
-
-class _NoTrace:
-    """Stands in when nobody asked for a trace, so the hot loops carry no `if` per step."""
-
-    next_round = sent = received = done = staticmethod(lambda *args: None)
-
-
-_QUIET = _NoTrace()
 
 
 def chunk_bounds(numel: int, parts: int) -> list[tuple[int, int]]:
@@ -100,7 +44,7 @@ def _start(t: torch.Tensor, trace: Trace | None):
     flat = t.view(-1) if t.is_contiguous() else t.contiguous().view(-1)
     rank, world = dist.get_rank(), dist.get_world_size()
     if trace is None:
-        return flat, rank, world, _QUIET
+        return flat, rank, world, QUIET
     trace.rank, trace.world_size, trace.itemsize = rank, world, t.element_size()
     return flat, rank, world, trace
 
@@ -245,34 +189,62 @@ def ring_allreduce(t: torch.Tensor, trace: Trace | None = None) -> torch.Tensor:
         return t
     bounds = chunk_bounds(flat.numel(), world)
     right, left = (rank + 1) % world, (rank - 1) % world
-    incoming = torch.empty(max(b - a for a, b in bounds), dtype=flat.dtype, device=flat.device)
+    incoming = _scratch(max(b - a for a, b in bounds), flat)
+    held = [{}]  # a step's requests, freed once the next step is done (see ring_step)
     for step in range(world - 1):
         log.next_round(f"reduce-scatter step {step + 1}: send right, add what comes from the left")
         send, recv = bounds[(rank - step) % world], bounds[(rank - step - 1) % world]
-        ring_step(flat, send, recv, right, left, incoming, log, add=True)
+        held[0] = ring_step(flat, send, recv, right, left, incoming, log, add=True)
     for step in range(world - 1):
         log.next_round(f"all-gather step {step + 1}: pass the finished chunks round")
         send, recv = bounds[(rank + 1 - step) % world], bounds[(rank - step) % world]
-        ring_step(flat, send, recv, right, left, incoming, log, add=False)
+        held[0] = ring_step(flat, send, recv, right, left, incoming, log, add=False)
     return _finish(t, flat)
 
 
-def ring_step(flat, send, recv, right, left, incoming, log, add: bool) -> None:
-    """One grouped send/receive; received chunks land in a preallocated buffer or in place."""
+_SCRATCH: dict = {}
+
+
+def _scratch(numel: int, like: torch.Tensor) -> torch.Tensor:
+    """The ring's receive buffer, kept between calls (one ring at a time per process): a
+    fresh one takes a page fault per 4 KiB on first use, which made a 64 MiB ring on 2
+    ranks about 2x slower than gloo's own, whose buffers are reused."""
+    key = (like.dtype, like.device)
+    if key not in _SCRATCH or _SCRATCH[key].numel() < numel:
+        _SCRATCH[key] = torch.empty(numel, dtype=like.dtype, device=like.device)
+    return _SCRATCH[key][:numel]
+
+
+def ring_step(flat, send, recv, right, left, incoming, log, add: bool) -> dict:
+    """One step: a chunk goes right while one comes from the left, into `incoming` and
+    then added in place (reduce-scatter) or straight into place (all-gather).
+
+    The add starts once its chunk is here, while the outgoing one may still be on its way
+    (NCCL needs the two grouped: `post`). The caller holds the returned requests until its
+    next step is done: freeing a gloo request the moment it finishes costs time. On 2
+    cores (gloo, 4 ranks, 16 MB) each of the two made the ring about 10% faster.
+    """
     (s0, s1), (r0, r1) = send, recv
-    ops = []
+    ops = []  # the receive first: gloo then takes the data as it comes
+    if r1 > r0:
+        ops.append(("recv", incoming[: r1 - r0] if add else flat[r0:r1], left))
+        log.received(left, r0, r1)
     if s1 > s0:
         ops.append(("send", flat[s0:s1], right))
         log.sent(right, s0, s1)
-    if r1 > r0:
-        target = incoming[: r1 - r0] if add else flat[r0:r1]
-        ops.append(("recv", target, left))
-        log.received(left, r0, r1)
-    if ops:
+    requests = {}
+    if dist.get_backend() == "nccl":
         post(*ops)
+    else:
+        requests = {kind: (irecv if kind == "recv" else isend)(t, p) for kind, t, p in ops}
+    if "recv" in requests:
+        requests["recv"].wait()
     if add and r1 > r0:
         flat[r0:r1].add_(incoming[: r1 - r0])
+    if "send" in requests:
+        requests["send"].wait()
     log.done(flat)
+    return requests
 
 
 ALGORITHMS = {

@@ -11,6 +11,7 @@ from ..core.style import PALETTE, new_figure
 from .algorithms import ALGORITHMS
 
 __all__ = [
+    "legend_outside",
     "allreduce_round",
     "allreduce_rounds",
     "allreduce_timings",
@@ -23,6 +24,11 @@ _NAMES = {**{name: name.replace("_", " ") for name in ALGORITHMS}, "builtin": "d
 
 def _label(name: str) -> str:
     return _NAMES.get(name, name)
+
+
+def legend_outside(ax, fontsize: float = 7) -> None:
+    """The legend right of the axes, where it covers no line; `tight_layout` makes room."""
+    ax.legend(fontsize=fontsize, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
 
 
 def _shown_once(fig):
@@ -96,8 +102,12 @@ def allreduce_rounds(traces: list, name: str, columns: int = 4):
             allreduce_round(traces, index, ax=ax, title=f"round {index}: {label}")
         else:
             ax.set_axis_off()
+    start, end = _values_at(traces, 0), _values_at(traces, count - 1)
+    total = [sum(column) for column in zip(*start, strict=True)]
+    summed = sum(row == total for row in end)
+    holds = "every rank holds" if summed == len(traces) else f"{summed} of {len(traces)} hold"
     fig.suptitle(
-        f"{_label(name)} on {len(traces)} ranks: every rank holds the sum after {count - 1} rounds",
+        f"{_label(name)} on {len(traces)} ranks: {holds} the sum after {count - 1} rounds",
         fontsize=11,
     )
     fig.tight_layout()
@@ -124,7 +134,7 @@ def pingpong_fit(nbytes: list, seconds: list, model, subtitle: str = ""):
         f"bandwidth cost the same at {model.alpha / model.beta:,.0f} bytes\n{subtitle}",
         fontsize=9,
     )
-    ax.legend()
+    ax.legend(loc="upper left")  # the curve rises to the right: this corner stays empty
     return _shown_once(fig)
 
 
@@ -139,18 +149,23 @@ def bytes_per_rank_bars(table: dict, floor: dict):
     for i, (name, row) in enumerate(table.items()):
         xs = [k + (i - (len(table) - 1) / 2) * width for k in range(len(worlds))]
         ax.bar(xs, [row[n] for n in worlds], width, color=PALETTE[i], label=_label(name))
-    ax.plot(
-        range(len(worlds)),
-        [floor[n] for n in worlds],
-        "k_",
-        ms=40,
-        mew=2,
-        label="floor 2(N-1)/N",
-    )
+    ax.plot(range(len(worlds)), [floor[n] for n in worlds], "k_", ms=40, mew=2)
+    ax.plot([], [], "k-", lw=2, label="floor 2(N-1)/N")  # the legend's sample, not 40 pt wide
     ax.set_xticks(range(len(worlds)), [f"N = {n}" for n in worlds])
     ax.set_ylabel("bytes sent by the busiest rank / message size")
-    ax.set_title("Only the ring sends no more than the floor")
-    ax.legend(fontsize=8)
+    on_floor = [  # uneven chunks put a rank up to one element per chunk over the floor
+        _label(name)
+        for name, row in table.items()
+        if all(row[n] <= floor[n] * 1.01 for n in worlds)
+    ]
+    if not on_floor:
+        title = "Every algorithm's busiest rank sends more than the floor"
+    else:
+        who = "Only the " + on_floor[0] if len(on_floor) == 1 else ", ".join(on_floor)
+        title = f"{who} send{'s' if len(on_floor) == 1 else ''} no more than the floor"
+    ax.set_title(title)
+    legend_outside(ax, fontsize=8)
+    fig.tight_layout()
     return _shown_once(fig)
 
 
@@ -171,8 +186,8 @@ def allreduce_timings(nbytes: list, measured: dict, predicted: dict, subtitle: s
         ax.set_title(f"N = {world} ranks", fontsize=10)
         ax.set_xlabel("message size (bytes)")
     axes[0].set_ylabel("time per allreduce (s)")
-    axes[0].plot([], [], "k--", lw=1, label="model (dashed)")
-    axes[0].legend(fontsize=7)
+    axes[-1].plot([], [], "k--", lw=1, label="model (dashed)")
+    legend_outside(axes[-1])
     ours = {k: v for k, v in measured[worlds[-1]].items() if k in ALGORITHMS}
     first, last = (min(ours, key=lambda k, i=i: ours[k][i]) for i in (0, -1))
     fig.suptitle(

@@ -15,7 +15,7 @@ from matplotlib._pylab_helpers import Gcf
 from ..core.style import PALETTE
 from ..ranks.link import Link
 from .algorithms import ALGORITHMS
-from .charts import _label
+from .charts import _label, legend_outside
 from .cost_model import AlphaBeta, crossover_bytes, predicted_seconds
 
 __all__ = ["draw_link", "link_dial"]
@@ -36,7 +36,8 @@ def draw_link(ax, link: Link, world_size: int, nbytes: list) -> None:
     )
     ax.set_xlabel("message size (bytes)")
     ax.set_ylabel("predicted time per allreduce (s)")
-    ax.legend(fontsize=7)
+    legend_outside(ax)  # the sliders move the lines anywhere: no corner stays empty
+    ax.figure.tight_layout()
 
 
 def link_dial(link: Link, world_size: int = 8, nbytes: list | None = None):
@@ -45,7 +46,7 @@ def link_dial(link: Link, world_size: int = 8, nbytes: list | None = None):
 
     nbytes = nbytes or [2**k for k in range(8, 27)]
     with plt.ioff():
-        fig = plt.figure(figsize=(6.5, 4.0))
+        fig = plt.figure(figsize=(7.5, 4.0))
     if "ipympl" not in matplotlib.get_backend() and "widget" not in matplotlib.get_backend():
         draw_link(fig.add_subplot(), link, world_size, nbytes)
         plt.close(fig)

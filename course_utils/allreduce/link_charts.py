@@ -9,7 +9,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 
 from ..core.style import PALETTE, new_figure
-from .charts import _label
+from .charts import _label, legend_outside
 from .verdicts import bus_bandwidth, growth
 
 __all__ = ["bus_bandwidth_sweep", "real_beside_emulated", "time_against_ranks"]
@@ -37,10 +37,11 @@ def time_against_ranks(by_n: dict, nbytes: int, index: int = -1, subtitle: str =
     fig, (ax,) = new_figure(width=6.5, height=4.0)
     grown = _growth_axes(ax, by_n, index)
     ax.set_ylabel(f"time per allreduce of {nbytes:,} bytes (s)")
-    ax.legend(fontsize=8)
+    legend_outside(ax, fontsize=8)
     worlds = sorted(by_n)
     parts = ", ".join(f"{_label(k)} x{v:.1f}" for k, v in grown.items() if k != "builtin")
     ax.set_title(f"From N = {worlds[0]} to {worlds[-1]}: {parts}\n{subtitle}", fontsize=9)
+    fig.tight_layout()
     plt.close(fig)
     return fig
 
@@ -57,7 +58,7 @@ def real_beside_emulated(real: dict, emulated: dict, nbytes: int, label: str, co
     axes[0].set_ylabel(f"time per allreduce of {nbytes:,} bytes (s)")
     axes[0].set_title(f"real loopback link, {cores} cores shared", fontsize=9)
     axes[1].set_title(label, fontsize=9)
-    axes[1].legend(fontsize=7)
+    legend_outside(axes[1])
     worlds = sorted(emulated)
     fig.suptitle(
         f"The ring from N = {worlds[0]} to {worlds[-1]}: x{grown_real['ring']:.1f} on the real "
@@ -73,21 +74,40 @@ def bus_bandwidth_sweep(curves: dict, world: int, link_rate: float | None = None
     """Bus bandwidth (nccl-tests' busbw) against message size, one curve per (link, algorithm).
 
     `curves`: {(link label, algorithm): (sizes in bytes, seconds)}; `link_rate`: the
-    emulated link's bytes per second, drawn as a line.
+    emulated link's bytes per second, drawn as a line. The title gives the ring's busbw on
+    each link at the largest message and the size from which it reaches half of that.
     """
-    fig, (ax,) = new_figure(width=6.5, height=4.0)
-    best = {}
+    fig, (ax,) = new_figure(width=7.0, height=4.2)
+    peaks = {}
     for i, ((link, name), (sizes, seconds)) in enumerate(curves.items()):
         busbw = [bus_bandwidth(n, t, world) / 1e6 for n, t in zip(sizes, seconds, strict=True)]
-        style = "o-" if "real" in link else "s--"
-        ax.loglog(sizes, busbw, style, color=PALETTE[i], label=f"{_label(name)}, {link}")
-        best[link] = max(best.get(link, 0.0), max(busbw))
+        style = ("o-" if "real" in link else "s-") if name != "builtin" else "x--"
+        short = link.split(",")[0]  # the full label is in the title
+        size = 5 if name == "builtin" else 7
+        ax.loglog(sizes, busbw, style, color=PALETTE[i], ms=size, label=f"{_label(name)}, {short}")
+        if name != "builtin":
+            half = next(n for n, b in zip(sizes, busbw, strict=True) if b >= busbw[-1] / 2)
+            peaks[link.split(",")[0]] = (busbw[-1], sizes[-1], half)
     if link_rate:
         ax.axhline(link_rate / 1e6, color="grey", ls=":", label="emulated link's bandwidth")
     ax.set_xlabel("message size (bytes)")
     ax.set_ylabel("bus bandwidth (MB/s)")
-    ax.legend(fontsize=7)
-    peaks = "; ".join(f"{link}: {v:,.0f} MB/s" for link, v in best.items())
-    ax.set_title(f"busbw = n/t · 2(N-1)/N on {world} ranks, best per link: {peaks}", fontsize=8)
+    legend_outside(ax)
+    lines = [
+        f"{link}: {b:,.0f} MB/s at {_size(top)}, half of that from {_size(n)} on"
+        for link, (b, top, n) in peaks.items()
+    ]
+    emulated = [link for link, _ in curves if "real" not in link][:1]
+    title = [f"The ring's bus bandwidth on {world} ranks", *lines, *emulated]
+    fig.suptitle("\n".join(title), fontsize=9)
+    fig.tight_layout()
     plt.close(fig)
     return fig
+
+
+def _size(nbytes: float) -> str:
+    """4 KiB, 64 MiB: the way nccl-tests' sizes read."""
+    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:g} {unit}"
+    return f"{nbytes:g} B"

@@ -160,6 +160,7 @@ def time_allreduce(
     timeout: float = 300.0,
     backend: str = "gloo",
     link: links.Link | str | None = None,
+    every_repeat: bool = False,
 ) -> dict:
     """{algorithm: [seconds per size]} for float32 tensors of each size in bytes.
 
@@ -168,7 +169,8 @@ def time_allreduce(
     the fastest repeat counts, as in `pingpong`: what the link needs, not what a busy
     machine's scheduler added (a woken rank can wait a whole scheduler tick). Over
     an emulated `link` (None: the profile's) every message pays its wire time, the
-    built-in a ring's.
+    built-in a ring's. `every_repeat`: {algorithm: [[seconds of each repeat] per size]},
+    the repeats in the order they ran, so that two algorithms can be compared pairwise.
     """
     for name in algorithms:
         if name != BUILTIN:
@@ -176,15 +178,18 @@ def time_allreduce(
     return launch(
         _time_on_rank,
         world_size,
-        args=(tuple(nbytes), repeats, tuple(algorithms), links.resolve(link)),
+        args=(tuple(nbytes), repeats, tuple(algorithms), links.resolve(link), every_repeat),
         timeout=timeout,
         backend=backend,
     )[0]
 
 
-def _time_on_rank(nbytes: tuple, repeats: int, algorithms: tuple, link: links.Link) -> dict:
+def _time_on_rank(
+    nbytes: tuple, repeats: int, algorithms: tuple, link: links.Link, every_repeat: bool
+) -> dict:
     with links.active(link):
-        return _time_table(nbytes, repeats, algorithms, warm_every_size=not link.emulated)
+        table = _time_table(nbytes, repeats, algorithms, warm_every_size=not link.emulated)
+    return table if every_repeat else {k: [min(ts) for ts in v] for k, v in table.items()}
 
 
 def _time_table(nbytes: tuple, repeats: int, algorithms: tuple, warm_every_size: bool) -> dict:
@@ -204,7 +209,7 @@ def _time_table(nbytes: tuple, repeats: int, algorithms: tuple, warm_every_size:
             if i >= warm and not warm_every_size and min(t[-1] for t in times.values()) > LONG:
                 break  # every rank saw the same (slowest-rank) times, so all stop here
         for name in algorithms:
-            table[name].append(min(times[name]))
+            table[name].append(times[name])
     return table
 
 

@@ -22,6 +22,8 @@ __all__ = [
     "measured_crossover",
     "model_ratios",
     "reaches_link_bandwidth",
+    "ring_bytes_growth",
+    "ring_time_within_bytes_growth",
 ]
 
 
@@ -74,6 +76,25 @@ def busbw_flat(busbw_by_n: dict, tolerance: float = 0.25) -> Verdict:
         f"at a fixed message size the ring's bus bandwidth stays flat in N (within "
         f"{tolerance:.0%}): each rank's link carries the same bytes per second however many "
         "ranks share the sum",
+    )
+
+
+def ring_bytes_growth(lo: int, hi: int) -> float:
+    """How much more each rank of a ring sends on `hi` ranks than on `lo`: 2(N-1)/N grows
+    towards 2, so this is below 2 whatever the N (1.75 from N = 2 to 8)."""
+    return ((hi - 1) / hi) / ((lo - 1) / lo)
+
+
+def ring_time_within_bytes_growth(times_by_n: dict, tolerance: float = 0.25) -> Verdict:
+    """The ring's time grows from the fewest to the most ranks by no more than its bytes
+    per rank do (within `tolerance`): at a bandwidth-bound size the wire time is those
+    bytes, and only the latency term 2(N-1) alpha adds to it."""
+    lo, hi = min(times_by_n), max(times_by_n)
+    bound = ring_bytes_growth(lo, hi)
+    return verdict(
+        growth(times_by_n) <= bound * (1 + tolerance),
+        f"at a fixed large message the ring's time grows with N no more than its bytes per "
+        f"rank, 2(N-1)/N, do (within {tolerance:.0%}), and those stay under twice the message",
     )
 
 

@@ -102,6 +102,7 @@ PROFILES = {
             message_bytes=(1 << 10, 1 << 15, 1 << 20, 1 << 24, 1 << 26),
             pingpong_bytes=(1 << 10, 1 << 15, 1 << 20, 1 << 24, 1 << 26),
             real_world_sizes=(2, 4),
+            busbw_bytes=tuple(1 << k for k in range(12, 27)),  # every power of 2
             repeats=10,
             check_world_sizes=(1, 2, 3, 4),
             exercise_timeout=30.0,

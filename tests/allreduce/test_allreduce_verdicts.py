@@ -28,6 +28,14 @@ def test_busbw_flat_fails_for_a_tree_like_curve():
     assert not verdicts.busbw_flat(tree).ok
 
 
+def test_ring_time_bound_fails_for_tree_and_parameter_server_curves():
+    assert verdicts.ring_bytes_growth(2, 8) == pytest.approx(1.75)
+    assert all(verdicts.ring_bytes_growth(2, n) < 2 for n in (3, 8, 64, 1024))
+    assert verdicts.ring_time_within_bytes_growth({2: 0.178, 4: 0.28, 8: 0.364}).ok
+    assert not verdicts.ring_time_within_bytes_growth({2: 1.0, 4: 2.0, 8: 4.0}).ok  # tree
+    assert not verdicts.ring_time_within_bytes_growth({2: 1.0, 4: 3.0, 8: 7.0}).ok  # server
+
+
 def test_bus_bandwidth_is_nccl_tests_definition():
     assert verdicts.bus_bandwidth(1000, 1.0, 4) == pytest.approx(1500)
     assert verdicts.reaches_link_bandwidth(11.5e6, 12.5e6).ok

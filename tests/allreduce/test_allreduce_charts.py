@@ -1,0 +1,65 @@
+"""Chart titles of notebook 05 follow the data, and legends sit where they cover no line."""
+
+from __future__ import annotations
+
+import torch
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+from course_utils.allreduce import charts, link_charts
+from course_utils.allreduce.algorithms import Trace
+
+
+def _traces(start: list, end: list) -> list:
+    traces = []
+    for a, b in zip(start, end, strict=True):
+        trace = Trace(keep_values=True)
+        for label, values in (("start", a), ("round 1: exchange", b)):
+            trace.next_round(label)
+            trace.done(torch.tensor(values))
+        traces.append(trace)
+    return traces
+
+
+def test_rounds_title_says_whether_every_rank_holds_the_sum():
+    done = charts.allreduce_rounds(_traces([[1], [2]], [[3], [3]]), "butterfly")
+    assert "every rank holds the sum after 1 rounds" in done._suptitle.get_text()
+    half = charts.allreduce_rounds(_traces([[1], [2]], [[3], [2]]), "butterfly")
+    assert "1 of 2 hold the sum" in half._suptitle.get_text()
+
+
+def test_bytes_title_names_who_stays_on_the_floor():
+    floor = {2: 1.0, 4: 1.5}
+    ring_only = charts.bytes_per_rank_bars({"tree": {2: 1, 4: 2}, "ring": {2: 1, 4: 1.5}}, floor)
+    assert ring_only.axes[0].get_title() == "Only the ring sends no more than the floor"
+    nobody = charts.bytes_per_rank_bars({"tree": {2: 1, 4: 2}, "ring": {2: 1, 4: 1.7}}, floor)
+    assert nobody.axes[0].get_title().startswith("Every algorithm's busiest rank sends more")
+
+
+def _legend_outside(ax) -> bool:
+    canvas = FigureCanvasAgg(ax.figure)  # the chart let go of pyplot's canvas
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    box, legend = ax.get_window_extent(renderer), ax.get_legend().get_window_extent(renderer)
+    return legend.x0 >= box.x1
+
+
+def test_busbw_sweep_title_and_legend_follow_the_data():
+    sizes = [1 << 12, 1 << 20, 1 << 26]
+    curves = {
+        ("real link", "ring"): (sizes, [1e-4, 1e-3, 4e-2]),
+        ("real link", "builtin"): (sizes, [1e-4, 1e-3, 4e-2]),
+        ("emulated 100 Mbit/s link, α = 5 ms", "ring"): (sizes, [1e-2, 0.1, 5.4]),
+    }
+    fig = link_charts.bus_bandwidth_sweep(curves, 2, link_rate=12.5e6)
+    title = fig._suptitle.get_text()
+    assert "real link: 1,678 MB/s at 64 MiB, half of that from 1 MiB on" in title
+    assert "emulated 100 Mbit/s link: 12 MB/s at 64 MiB, half of that from 1 MiB on" in title
+    assert title.endswith("emulated 100 Mbit/s link, α = 5 ms")  # the subtitle says so
+    assert _legend_outside(fig.axes[0])
+
+
+def test_time_against_ranks_titles_growth_and_keeps_legend_off_the_lines():
+    by_n = {2: {"ring": [1.0], "tree": [1.0]}, 8: {"ring": [2.0], "tree": [4.0]}}
+    fig = link_charts.time_against_ranks(by_n, 1000)
+    assert "ring x2.0" in fig.axes[0].get_title() and "tree x4.0" in fig.axes[0].get_title()
+    assert _legend_outside(fig.axes[0])
