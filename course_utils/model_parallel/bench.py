@@ -3,7 +3,10 @@
 Equal stages of real layers (the profile's `real_width`), a backward about twice a forward,
 nothing padded with sleep; each rank times itself on its link clock (its CPU time plus its
 waits for the hand-offs), so the result does not depend on how many cores the stages
-share. Hand-offs cross `--link` (default: the profile's link); over the real link there
+share. Hand-offs cross `--link`. By default that is the link notebook 06 uses,
+`bubble.HANDOFF_LINK`, NVLink-class: pipeline stages hand off inside one server, and over
+the profile's 100 Mbit/s network a hand-off of these activations takes about 3 forwards,
+which the formula does not count (`--link 100mbit,5ms` shows that). Over the real link there
 is no link clock, so the stages are timed on the wall clock, which is a fair clock only
 with a core per stage (the output says whether there were). The formula assumes free
 hand-offs: over a link whose hand-off takes a good part of a forward the measured bubble
@@ -28,7 +31,12 @@ def _ints(text: str) -> list[int]:
 
 
 def add_arguments(parser) -> None:
-    links.add_argument(parser)
+    parser.add_argument(
+        "--link",
+        default=None,
+        help="'real', or an emulated link such as '100mbit,5ms' (default: notebook 06's "
+        "stage-to-stage link, an emulated 100 Gbit/s, 10 us one)",
+    )
     parser.add_argument("--stages", type=int, default=4)
     parser.add_argument("--microbatches", type=_ints, default=[1, 2, 4, 8, 16])
     parser.add_argument("--schedule", choices=["gpipe", "1f1b"], default="gpipe")
@@ -39,10 +47,10 @@ def add_arguments(parser) -> None:
 
 def run(args) -> dict:
     from ..core import profiles
-    from .bubble import measure_bubble
+    from .bubble import HANDOFF_LINK, measure_bubble
 
     sizes = profiles.current().pipeline
-    link = links.resolve(args.link)
+    link = links.resolve(args.link or HANDOFF_LINK)
     width = args.width or sizes.real_width
     batch = args.micro_batch_size or sizes.real_micro_batch_size
     rows = measure_bubble(

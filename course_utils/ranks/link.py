@@ -124,7 +124,7 @@ def add_argument(parser) -> None:
         "--link",
         default=None,
         help="'real', or an emulated link: '1gbit', '100mbit', '100mbit,2ms' "
-        "(default: the profile's; cpu: an emulated 100 Mbit/s, 2 ms link)",
+        "(default: the profile's; cpu: an emulated 100 Mbit/s, 5 ms link)",
     )
 
 

@@ -183,14 +183,19 @@ def test_bench_reports_measured_and_predicted_bubble_per_m_with_real_compute():
     assert (result["why"] is None) == result["meets_target"]
 
 
-def test_bench_link_defaults_to_the_profile_s():
+def test_bench_link_defaults_to_the_notebook_s_stage_to_stage_link(monkeypatch):
     import argparse
 
-    from course_utils.model_parallel import bench
+    from course_utils.model_parallel import bench, bubble
+    from course_utils.ranks import link as links
 
+    seen = {}
+    monkeypatch.setattr(bubble, "measure_bubble", lambda *a, **kw: seen.update(kw) or [])
     parser = argparse.ArgumentParser()
     bench.add_arguments(parser)
-    assert parser.parse_args([]).link is None  # resolved by ranks.link.resolve: the profile's
+    result = bench.run(parser.parse_args(["--microbatches", "1"]))
+    expected = links.parse(bubble.HANDOFF_LINK).spec
+    assert seen["link"] == expected == result["link"]
 
 
 def test_bench_says_why_a_target_was_missed():
