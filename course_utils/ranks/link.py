@@ -189,7 +189,7 @@ def irecv(t: torch.Tensor, peer: int, tag: int = 0):
     link = current()
     if not link.emulated:
         return dist.irecv(t, peer, tag=tag)
-    buffer = _packed(t)
+    buffer = torch.empty(8 + _nbytes(t), dtype=torch.uint8, device=t.device)  # stamp + bytes
     return _Received(buffer, t, dist.irecv(buffer, peer, tag=tag), link.wire_seconds(_nbytes(t)))
 
 
