@@ -110,7 +110,6 @@ PROFILES = {
         pipeline=PipelineSizes(
             stages=4,
             microbatches=(1, 2, 4, 8, 16, 32),
-            slot_seconds=0.02,
             picture_slot_seconds=0.05,
             micro_batch_size=32,
             hidden=256,

@@ -87,7 +87,6 @@ class PipelineSizes:
 
     stages: int = 4  # K for the bubble sweep, 1F1B vs GPipe and the unbalanced pipeline
     microbatches: tuple[int, ...] = (1, 2, 4, 8, 16)  # M for the bubble sweep
-    slot_seconds: float = 0.04  # one forward of one micro-batch on one stage
     repeats: int = 3  # steps per M; the median bubble is reported
     picture_stages: int = 3  # the blog's picture: 3 samples over 3 GPUs
     picture_microbatches: int = 3
