@@ -31,12 +31,7 @@ def _ints(text: str) -> list[int]:
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument(
-        "--link",
-        default=None,
-        help="'real', or an emulated link such as '100mbit,5ms' (default: notebook 06's "
-        "stage-to-stage link, an emulated 100 Gbit/s, 10 us one)",
-    )
+    links.add_argument(parser, default="notebook 06's stage-to-stage link, 100 Gbit/s, 10 us")
     parser.add_argument("--stages", type=int, default=4)
     parser.add_argument("--microbatches", type=_ints, default=[1, 2, 4, 8, 16])
     parser.add_argument("--schedule", choices=["gpipe", "1f1b"], default="gpipe")

@@ -118,13 +118,12 @@ def resolve(spec: str | Link | None) -> Link:
     return parse(spec)
 
 
-def add_argument(parser) -> None:
+def add_argument(parser, default: str = "the profile's; cpu: an emulated 100 Mbit/s, 5 ms link"):
     """`--link` for a timing benchmark: 'real', or an emulated link such as '1gbit'."""
     parser.add_argument(
         "--link",
         default=None,
-        help="'real', or an emulated link: '1gbit', '100mbit', '100mbit,2ms' "
-        "(default: the profile's; cpu: an emulated 100 Mbit/s, 5 ms link)",
+        help=f"'real', or an emulated link: '1gbit', '100mbit', '100mbit,2ms' (default: {default})",
     )
 
 
