@@ -18,7 +18,11 @@ def test_real_compute_bubble_follows_the_formula_whatever_the_cores():
     forward = [e.end - e.start for e in tl.events if e.kind == "F" and e.stage == 1]
     backward = [e.end - e.start for e in tl.events if e.kind == "B" and e.stage == 1]
     assert 1.4 < sum(backward) / sum(forward) < 3.0  # a backward: two matrix products
-    assert tl.bubble_fraction() == pytest.approx(bubble_formula(4, 4), rel=0.2)
+    # stages sharing the cores with other tests differ by some % per op; the schedule played
+    # out with each stage's own times absorbs that, GPipe's formula (equal stages) cannot
+    played_out = simulate("gpipe", 4, 4, durations=tl.op_seconds()).bubble_fraction()
+    assert tl.bubble_fraction() == pytest.approx(played_out, rel=0.1)
+    assert tl.bubble_fraction() == pytest.approx(bubble_formula(4, 4), rel=0.3)
     assert tl.slot == pytest.approx(sorted(forward)[len(forward) // 2], rel=0.5)
 
 
@@ -66,12 +70,14 @@ def test_1f1b_holds_k_minus_s_over_m_of_gpipe_s_bytes():
 
 
 def test_an_unbalanced_step_is_the_schedule_played_out_with_its_stage_times():
-    run = real_compute_run("gpipe", 2, 4, width=512, micro_batch_size=32, stage_cost=(1, 2))
+    # ops of ~10 ms: each hand-off's CPU time (~0.4 ms, not in the played-out schedule) was
+    # 20-40% of the 1-2 ms ops of width 512, and pushed a loaded CI run past the tolerance
+    run = real_compute_run("gpipe", 2, 4, width=1024, micro_batch_size=64, stage_cost=(1, 2))
     tl = run.timeline
     times = tl.op_seconds()
     assert (times[1][0] + times[1][1]) > 1.4 * (times[0][0] + times[0][1])
     predicted = simulate("gpipe", 2, 4, durations=times).makespan()
-    assert tl.makespan() == pytest.approx(predicted, rel=0.3)
+    assert tl.makespan() == pytest.approx(predicted, rel=0.15)
 
 
 def test_simulate_takes_each_stage_s_own_durations():
