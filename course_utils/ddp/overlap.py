@@ -48,8 +48,7 @@ def _timed(step, steps: int) -> float:
     times = []
     for _ in range(steps + 1):
         dist.barrier()
-        links.restart()
-        start = time.perf_counter()
+        start = links.restart()
         step()
         elapsed = torch.tensor([time.perf_counter() - start], dtype=torch.float64)
         dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)

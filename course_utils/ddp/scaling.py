@@ -123,8 +123,7 @@ def _scaling_rank(batch: int, width: int, layers: int, steps: int, link) -> tupl
             compute.append(clock() - start)
             flat = torch.cat([p.grad.flatten() for p in model.parameters()])
             dist.barrier()
-            links.restart()
-            start = time.perf_counter()
+            start = links.restart()
             if dist.get_world_size() > 1:
                 links.all_reduce(flat)
             comm.append(time.perf_counter() - start)

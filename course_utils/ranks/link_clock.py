@@ -15,6 +15,11 @@ from __future__ import annotations
 import threading
 import time
 
+import torch
+import torch.distributed as dist
+
+from .bootstrap import device
+
 LAG = 0.05  # seconds: a rank whose real time runs this far ahead (it waited outside the
 # link, in a barrier or a sleep) moves its virtual clock up to it
 
@@ -26,9 +31,10 @@ class Clock:
         self.lag = lag  # math.inf: a purely virtual clock (compute counts as CPU time only)
         self.restart()
 
-    def restart(self) -> None:
-        """Start afresh from the real time: after a barrier, say, before timing something."""
-        self.now = self.out = self.into = time.perf_counter()
+    def restart(self, at: float | None = None) -> None:
+        """Start afresh from the real time, or from the moment `at` on it (one that every
+        rank agreed on): after a barrier, say, before timing something."""
+        self.now = self.out = self.into = time.perf_counter() if at is None else at
         self._cpu = {}
 
     def advance(self) -> float:
@@ -58,3 +64,13 @@ class Clock:
         if left > 0:
             time.sleep(left)
         self._cpu[threading.get_ident()] = time.thread_time()  # sleeping is not compute
+
+
+def latest_moment() -> float | None:
+    """The latest of every rank's real time now (one all-reduce): a start that all the
+    ranks' clocks can share. None outside a process group."""
+    if not dist.is_initialized():
+        return None
+    moment = torch.tensor([time.perf_counter()], dtype=torch.float64, device=device())
+    dist.all_reduce(moment, op=dist.ReduceOp.MAX)
+    return moment.item()

@@ -12,6 +12,7 @@ import torch.distributed as dist
 from course_utils.allreduce.algorithms import ring_allreduce
 from course_utils.ranks import link
 from course_utils.ranks.launch import launch
+from course_utils.ranks.link_clock import latest_moment
 from course_utils.ranks.link_hook import allreduce_hook
 
 SLOW = "8mbit,20ms"  # 1 MB/s: 10 KB take 10 ms on the wire, on top of 20 ms latency
@@ -41,8 +42,7 @@ def _timed_exchange(spec: str) -> tuple:
     payload = torch.full((2500,), float(dist.get_rank() + 1))
     with link.active(spec):
         dist.barrier()
-        link.restart()  # as every timing does: the clock starts from the barrier
-        start = time.perf_counter()
+        start = link.restart()  # as every timing does: all clocks start at one moment
         for _ in range(3):
             if dist.get_rank() == 0:
                 link.send(payload, 1)
@@ -60,13 +60,27 @@ def test_messages_pay_their_wire_time_and_still_arrive():
     assert wire - 0.01 <= sent
 
 
+def _clock_start_after_a_late_exit(spec: str) -> float:
+    """Rank 1 leaves the barrier 50 ms after rank 0, as a rank the scheduler woke late."""
+    with link.active(spec):
+        dist.barrier()
+        if dist.get_rank() == 1:
+            time.sleep(0.05)
+        return link.restart()
+
+
+def test_every_rank_s_clock_starts_at_the_last_rank_s_exit_from_the_barrier():
+    starts = launch(_clock_start_after_a_late_exit, 2, args=(SLOW,), backend="gloo")
+    assert abs(starts[0] - starts[1]) < 0.005  # 0.05 apart if each started on its own
+    assert latest_moment() is None  # outside a process group: the clock starts on its own
+
+
 def _gather_on_rank_0(spec: str) -> float:
     """Three workers send to rank 0 at once: its incoming wire takes them one after another."""
     payload = torch.ones(2500)
     with link.active(spec):
         dist.barrier()
-        link.restart()  # as every timing does: the clock starts from the barrier
-        start = time.perf_counter()
+        start = link.restart()  # as every timing does: all clocks start at one moment
         if dist.get_rank() == 0:
             for worker in (1, 2, 3):
                 link.recv(payload, worker)
@@ -85,8 +99,7 @@ def _ring_and_hook(spec: str) -> tuple:
     x = torch.arange(8.0) * (dist.get_rank() + 1)
     with link.active(spec):
         dist.barrier()
-        link.restart()  # as every timing does: the clock starts from the barrier
-        start = time.perf_counter()
+        start = link.restart()  # as every timing does: all clocks start at one moment
         ring_allreduce(x)
         ring_seconds = time.perf_counter() - start
         model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 2, bias=False))
@@ -94,8 +107,7 @@ def _ring_and_hook(spec: str) -> tuple:
         with torch.no_grad():
             model.module.weight.fill_(1.0)
         dist.barrier()
-        link.restart()
-        start = time.perf_counter()
+        start = link.restart()
         model(torch.full((1, 4), float(dist.get_rank()))).sum().backward()
         hook_seconds = time.perf_counter() - start
         grad = model.module.weight.grad.clone()
@@ -124,8 +136,7 @@ def _pingpong_with_late_wakeups(spec: str) -> float:
     other = 1 - dist.get_rank()
     with link.active(spec):
         dist.barrier()
-        link.restart()
-        start = time.perf_counter()
+        start = link.restart()
         for turn in range(8):
             if turn % 2 == dist.get_rank():
                 time.sleep(0.01)
