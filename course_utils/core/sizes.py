@@ -96,12 +96,13 @@ class PipelineSizes:
     heavy_factor: float = 2.0
     micro_batch_size: int = 8  # samples per micro-batch (MNIST-1D)
     hidden: int = 32  # width of the small real layer inside every stage
-    real_width: int = 4096  # real-compute bubble: equal stages this wide (~50 ms forward), so
-    # the hand-offs stay small against the compute (3072: M = 16 drifted 9-28% above GPipe)
-    real_micro_batch_size: int = 128
-    real_repeats: int = 1  # timed on each rank's link clock (CPU time + waits): no noise to damp
-    # stages sharing 2 cores differ by a few % in CPU time per op, and the slowest sets the
-    # pace: at M=16 that alone puts the bubble 10-17% over the formula (design.md: 15%)
+    real_width: int = 2048  # real-compute bubble: equal stages this wide (~25 ms forward on
+    # 256 samples); 16 MiB of weights per stage, so that two stages computing at once do not
+    # slow each other (at 4096 x 128 they did, by 3-9%, and the bubble at M = 16 drifted)
+    real_micro_batch_size: int = 256
+    real_repeats: int = 2  # steps per M, each timed on the ranks' link clocks (CPU time +
+    # waits); the least idle counts: a stage that the shared machine slowed for a moment
+    # only ever adds idle time, and at M = 16 1% of imbalance adds 5% to the bubble
     bubble_tolerance: float = 0.25
     tp_ranks: int = 2  # ranks a layer's neurons are split over
     tp_widths: tuple[int, ...] = (40, 64, 64, 64, 10)  # MNIST-1D in, 10 classes out

@@ -37,7 +37,12 @@ def add_arguments(parser) -> None:
     parser.add_argument("--schedule", choices=["gpipe", "1f1b"], default="gpipe")
     parser.add_argument("--width", type=int, default=None, help="stage width (the profile's)")
     parser.add_argument("--micro-batch-size", type=int, default=None, help="(the profile's)")
-    parser.add_argument("--repeats", type=int, default=1, help="steps per M; median reported")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=None,
+        help="steps per M, the least idle counts (the profile's)",
+    )
 
 
 def run(args) -> dict:
@@ -48,9 +53,10 @@ def run(args) -> dict:
     link = links.resolve(args.link or HANDOFF_LINK)
     width = args.width or sizes.real_width
     batch = args.micro_batch_size or sizes.real_micro_batch_size
+    repeats = args.repeats or sizes.real_repeats
     rows = measure_bubble(
         args.stages, args.microbatches, width=width, micro_batch_size=batch,
-        repeats=args.repeats, schedule=args.schedule, link=link.spec if link.emulated else None,
+        repeats=repeats, schedule=args.schedule, link=link.spec if link.emulated else None,
     )  # fmt: skip
     handoff = link.wire_seconds(batch * width * 4)  # one float32 activation
     for row in rows:
@@ -76,7 +82,7 @@ def run(args) -> dict:
         "link": link.spec,
         "link_label": link.label,
         "handoff_seconds": round(handoff, 6),
-        "repeats": args.repeats,
+        "repeats": repeats,
         "rows": rows,
         "target": f"measured bubble within {TOLERANCE:.0%} of (K-1)/(M+K-1) for every M "
         "(the formula assumes free hand-offs)",

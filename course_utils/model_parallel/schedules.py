@@ -141,10 +141,24 @@ class Timeline:
             for s in range(self.stages)
         ]
 
+    def idle(self, stage: int) -> float:
+        """How long `stage` sat idle during the step. A measured run records each wait for a
+        hand-off: idle is those waits, plus the time before the stage's first op and after
+        its last; the CPU time spent handing results on between ops is not idle. A run played
+        out on paper records no waits: all its time outside the ops is idle."""
+        ops = self.compute(stage)
+        waits = [e for e in self.events if e.kind == WAIT and e.stage == stage]
+        if not waits:
+            return self.makespan() - self.busy(stage)
+        start, end = min(e.start for e in self.compute()), max(e.end for e in self.compute())
+        first, last = min(e.start for e in ops), max(e.end for e in ops)
+        waited = sum(e.end - e.start for e in waits if e.start >= first)
+        return (first - start) + waited + (end - last)
+
     def bubble_fraction(self) -> float:
-        """Share of the stages' time spent idle: 1 - total busy / (stages x makespan)."""
-        busy = sum(self.busy(s) for s in range(self.stages))
-        return 1.0 - busy / (self.stages * self.makespan())
+        """Share of the stages' time spent idle (`idle`) over the step: GPipe's bubble."""
+        idle = sum(self.idle(s) for s in range(self.stages))
+        return idle / (self.stages * self.makespan())
 
     def span(self, kind: str) -> float:
         """How long the step took until the last op of `kind` ended, e.g. the forward pass."""

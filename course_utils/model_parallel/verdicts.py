@@ -154,9 +154,11 @@ def bubble_never_below_formula(rows: list[dict], slack=0.005) -> Verdict:
 
 
 def same_step_time(f1b: float, gpipe: float, tolerance=0.1) -> Verdict:
+    """Each schedule's step in forwards (`Timeline.in_slots`), measured in its own run."""
     return verdict(
         abs(f1b / gpipe - 1) <= tolerance,
-        f"with real compute 1F1B finishes the step as fast as GPipe (within {tolerance:.0%})",
+        f"with real compute 1F1B finishes the step in as many forwards as GPipe "
+        f"(within {tolerance:.0%})",
     )
 
 

@@ -9,7 +9,7 @@ from torch import nn
 
 from course_utils.model_parallel import measure_bubble, real_compute_run
 from course_utils.model_parallel.activations import HeldActivations
-from course_utils.model_parallel.schedules import bubble_formula, simulate
+from course_utils.model_parallel.schedules import Event, Timeline, bubble_formula, simulate
 
 
 def test_real_compute_bubble_follows_the_formula_whatever_the_cores():
@@ -94,3 +94,48 @@ def test_simulated_handoffs_delay_the_next_stage_and_queue_on_one_link():
     queued = simulate("gpipe", 2, 2, durations=[(1.0, 2.0), (1.0, 2.0)], handoff=3.0)
     forwards = [e.start for e in queued.compute(1) if e.kind == "F"]
     assert forwards == [4.0, 7.0]  # the second result waits for the first on the wire
+
+
+def _two_stage_step(gap: float = 0.0, stall: float = 0.0) -> Timeline:
+    """Two stages, one micro-batch, 1 s per op. Between its forward and its backward, stage
+    1 spends `gap` seconds handing its result on, then waits `stall` seconds."""
+    late = gap + stall
+    events = [
+        Event(0, "F", 0, 0.0, 1.0),
+        Event(0, "wait", -1, 1.0, 3.0 + late),
+        Event(0, "B", 0, 3.0 + late, 4.0 + late),
+        Event(1, "wait", -1, 0.0, 1.0),
+        Event(1, "F", 0, 1.0, 2.0),
+        Event(1, "wait", -1, 2.0 + gap, 2.0 + late),
+        Event(1, "B", 0, 2.0 + late, 3.0 + late),
+    ]
+    return Timeline("gpipe", 2, 1, events)
+
+
+def test_a_measured_stage_is_idle_while_it_waits_not_while_it_hands_results_on():
+    tl = _two_stage_step(gap=0.5)
+    assert tl.makespan() == 4.5
+    assert tl.idle(0) == 2.5  # waits for B0's gradient
+    assert tl.idle(1) == 1.0 + 1.0  # waits for F0, then done a second before the step
+    assert tl.bubble_fraction() == pytest.approx(4.5 / 9.0)
+    # counted as busy / step instead, the 0.5 s of hand-off would pass for idle time
+    assert 1 - (tl.busy(0) + tl.busy(1)) / 9.0 == pytest.approx(5.0 / 9.0)
+    assert _two_stage_step().bubble_fraction() == pytest.approx(0.5)  # (K-1)/(M+K-1)
+
+
+def test_a_step_played_out_on_paper_is_idle_whenever_it_does_not_compute():
+    tl = simulate("gpipe", 2, 1)
+    assert [tl.idle(s) for s in range(2)] == [2.0, 2.0]
+    assert tl.bubble_fraction() == bubble_formula(2, 1)
+
+
+def test_measure_bubble_keeps_the_least_idle_of_its_steps(monkeypatch):
+    from course_utils.model_parallel import bubble
+
+    steps = iter([_two_stage_step(stall=2.0), _two_stage_step(), _two_stage_step(stall=1.0)])
+    monkeypatch.setattr(
+        bubble, "real_compute_run", lambda *a, **k: type("Run", (), {"timeline": next(steps)})
+    )
+    rows = bubble.measure_bubble(2, [1], width=8, micro_batch_size=2, repeats=3)
+    assert rows[0]["measured"] == pytest.approx(0.5)  # not the median step's 0.6, nor 0.67
+    assert _two_stage_step(stall=1.0).bubble_fraction() == pytest.approx(0.6)
