@@ -172,8 +172,7 @@ def _run_stage(model, schedule, microbatches, x, y, slot, stage_cost, backward_r
 
     post_receive(0)
     dist.barrier()
-    links.restart()
-    t0 = now()
+    t0 = links.restart()  # one moment for every stage: their events share one time axis
     for n, (kind, i) in enumerate(order):
         post_receive(n + 1)
         if kind == FORWARD:

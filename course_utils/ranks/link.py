@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import math
 import re
-import time
 from dataclasses import dataclass
 
 import torch
@@ -196,10 +195,10 @@ def irecv(t: torch.Tensor, peer: int, tag: int = 0):
 def restart() -> float:
     """Start every rank's clock at the last rank's exit from the barrier before this call
     (on every rank): a rank let out late would stamp all it sends that much later (8 ranks
-    on 2 cores added 2-20 ms to a 15 ms allreduce). Returns when a timing starts: that
-    moment over an emulated link, the real time on the real one."""
+    on 2 cores added 2-20 ms to a 15 ms allreduce). Returns that moment, on the real time's
+    scale: when a timing starts, on every rank alike, whichever the link."""
     _state["clock"].restart(at=latest_moment())
-    return _state["clock"].now if current().emulated else time.perf_counter()
+    return _state["clock"].now
 
 
 def _nbytes(t: torch.Tensor) -> int:
