@@ -143,10 +143,13 @@ def bubble_shrinks(rows: list[dict]) -> Verdict:
     )
 
 
-def bubble_never_below_formula(rows: list[dict], slack=0.005) -> Verdict:
+def bubble_never_below_formula(rows: list[dict], slack=0.05) -> Verdict:
+    """`slack`: how far below, relative to the formula, one step's noise may put it (the
+    least idle of a few steps scattered 1-3% below at M = 8 on a 2-core laptop)."""
     return verdict(
-        all(r["measured"] >= r["predicted"] - slack for r in rows),
-        "the measured bubble is never below the formula: hand-offs only add idle time",
+        all(r["measured"] >= (1 - slack) * r["predicted"] for r in rows),
+        f"the measured bubble is never below the formula (by more than {slack:.0%}, the noise "
+        "of one step): hand-offs only add idle time",
     )
 
 

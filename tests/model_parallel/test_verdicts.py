@@ -62,6 +62,8 @@ def test_bubble_verdicts_fail_without_their_effect():
     assert not v.bubble_matches(_rows([0.751, 0.61, 0.438, 0.296, 0.30]))  # a stretched stage
     assert not v.bubble_shrinks(_rows([0.75, 0.75, 0.75, 0.75, 0.75]))  # M does not help
     assert not v.bubble_never_below_formula(_rows([0.5, 0.6, 0.43, 0.28, 0.16]))
+    assert v.bubble_never_below_formula(_rows([0.749, 0.599, 0.425, 0.266, 0.158]))  # noise
+    assert not v.bubble_never_below_formula(_rows([0.75, 0.6, 0.43, 0.25, 0.16]))  # 8% below
     assert v.bubble_explained_by_stage_times(good)
     slow_link = _rows([0.9, 0.83, 0.75, 0.66, 0.6])  # hand-offs the prediction leaves out
     assert not v.bubble_explained_by_stage_times(slow_link)
