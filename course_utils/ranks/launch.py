@@ -30,6 +30,7 @@ from .supervisor import RankFailure, RankHandle, close_streams, stop_all, superv
 __all__ = ["DEFAULT_TIMEOUT", "RankFailure", "launch", "live_children"]
 
 DEFAULT_TIMEOUT = 120.0
+BEFORE_RANKS = "launch interrupted before any rank started: nothing is left running"
 
 
 def launch(
@@ -59,13 +60,13 @@ def launch(
     """
     kwargs = {} if kwargs is None else kwargs
     timeout = default_timeout() if timeout is None else timeout
-    world_size, timeout = _check_arguments(fn, world_size, timeout, args, kwargs)
-    backend = rank_setup.resolve_backend(backend, world_size)
-    payload = _pickle_payload(fn, args, kwargs)
-    try:
+    try:  # no rank exists yet: an interrupt here stops nothing, and says so
+        world_size, timeout = _check_arguments(fn, world_size, timeout, args, kwargs)
+        backend = rank_setup.resolve_backend(backend, world_size)
+        payload = _pickle_payload(fn, args, kwargs)
         ctx = processes.context(start_method, backend)  # the first call waits for imports
-    except KeyboardInterrupt as interrupt:
-        raise interrupt.with_traceback(None) from None  # no frames of the launcher
+    except KeyboardInterrupt as interrupt:  # no frames of the launcher
+        raise KeyboardInterrupt(str(interrupt) or BEFORE_RANKS) from None
     method = ctx.get_start_method()
     spec = RankSpec(
         world_size=world_size,

