@@ -101,15 +101,17 @@ def launch(
     except LaunchError as error:
         raise error.with_traceback(None) from None  # no frames of the launcher
     finally:
-        with processes.interrupts_held():  # a second interrupt must not cut the cleanup short
-            stop_all(ranks)
-            close_streams(ranks)
-            if workdir:
-                shutil.rmtree(workdir, ignore_errors=True)
+        stopped = f"launch interrupted: all {world_size} ranks stopped; nothing is left running"
+        try:
+            with processes.interrupts_held():  # a second interrupt must not cut the cleanup short
+                stop_all(ranks)
+                close_streams(ranks)
+                if workdir:
+                    shutil.rmtree(workdir, ignore_errors=True)
+        except KeyboardInterrupt:  # held through the cleanup, even of a launch that finished
+            raise KeyboardInterrupt(stopped) from None
     if interrupted:
-        raise KeyboardInterrupt(
-            f"launch interrupted: all {world_size} ranks stopped; nothing is left running"
-        ) from None
+        raise KeyboardInterrupt(stopped) from None
 
 
 def default_timeout() -> float:

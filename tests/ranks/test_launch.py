@@ -413,3 +413,18 @@ def test_an_interrupt_before_any_rank_starts_says_nothing_is_left_running(monkey
     with pytest.raises(KeyboardInterrupt, match="before any rank started: nothing is left"):
         launching.launch(print, 2)
     assert launching.live_children() == []
+
+
+def test_an_interrupt_during_the_cleanup_of_a_finished_launch_gives_the_message(monkeypatch):
+    from course_utils.ranks import launch as launching
+
+    real_close = launching.close_streams
+
+    def close_then_interrupted(ranks):
+        real_close(ranks)
+        raise KeyboardInterrupt  # as a held SIGINT is raised when the cleanup ends
+
+    monkeypatch.setattr(launching, "close_streams", close_then_interrupted)
+    with pytest.raises(KeyboardInterrupt, match="all 2 ranks stopped; nothing is left running"):
+        launching.launch(os.getpid, 2)
+    assert launching.live_children() == []
