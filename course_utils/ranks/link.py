@@ -158,8 +158,9 @@ def active(link: Link | str | None, virtual: bool = False):
 
 
 def now() -> float:
-    """This rank's time on the link clock: real time, or under `active(..., virtual=True)`
-    its own CPU time plus every wait for the wire."""
+    """This rank's time on the link clock: its own CPU time plus every wait for the wire,
+    never more than `link_clock.LAG` behind the real time (under `active(..., virtual=True)`
+    it may fall behind without limit)."""
     return _state["clock"].advance()
 
 
