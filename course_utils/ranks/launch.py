@@ -104,10 +104,12 @@ def launch(
         stopped = f"launch interrupted: all {world_size} ranks stopped; nothing is left running"
         try:
             with processes.interrupts_held():  # a second interrupt must not cut the cleanup short
-                stop_all(ranks)
-                close_streams(ranks)
-                if workdir:
-                    shutil.rmtree(workdir, ignore_errors=True)
+                try:
+                    stop_all(ranks)
+                    close_streams(ranks)
+                finally:  # the rendezvous folder goes, whatever stopping the ranks raised
+                    if workdir:
+                        shutil.rmtree(workdir, ignore_errors=True)
         except KeyboardInterrupt:  # held through the cleanup, even of a launch that finished
             raise KeyboardInterrupt(stopped) from None
     if interrupted:
