@@ -278,9 +278,13 @@ def test_spawn_runs_a_function_defined_in_a_script(tmp_path):
 
 LONG_RUNNING = textwrap.dedent(
     """
-    import os, sys, time
+    import os, signal, sys, time
     import torch.distributed as dist
     from course_utils.ranks.launch import launch
+
+    # An interrupt raises KeyboardInterrupt, as in a kernel, even where the test runner was
+    # started in the background of a shell, whose children inherit SIGINT ignored.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
     def report_and_sleep():
         print(f"PID {os.getpid()}", flush=True)
