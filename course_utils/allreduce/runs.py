@@ -216,7 +216,7 @@ def _time_once(name: str, x: torch.Tensor) -> float:
     """Over an emulated link the time is the rank's link clock: its CPU time plus the wires,
     so a rank that the scheduler wakes late (8 ranks on 2 cores) adds nothing under the
     clock's lag. On the real link, the wall clock."""
-    clock = links.now if links.current().emulated else time.perf_counter
+    clock = links.timer()
     work = x.clone()
     dist.barrier()
     start = links.restart()

@@ -1,11 +1,10 @@
 """An emulated network link: every rank's traffic pays a latency alpha and a bandwidth beta.
 
-On a laptop the ranks share a few cores, so what a timing measures is mostly the OS
-scheduler, not the network. A cluster is the opposite: each rank has its own cores and
-waiting for the network costs no compute. This module makes the laptop behave like the
-cluster, the way `tc netem` would (which needs root): the data still moves for real
-through gloo, and each message's wire time, alpha + bytes / bandwidth, is added as a
-*sleep*, so N ranks on 2 cores wait like N machines on a slow network.
+On a laptop the ranks share a few cores, so a timing measures mostly the OS scheduler.
+On a cluster each rank has its own cores and waiting for the network costs no compute.
+This module makes the laptop behave like that, as `tc netem` would (which needs root):
+the data moves for real through gloo, and each message's wire time, alpha + bytes /
+bandwidth, is added as a *sleep*: N ranks on 2 cores wait like N machines on a network.
 
 Each rank has one full-duplex link. Messages it sends queue on its way out (a send waits
 until the wire has carried every earlier one), and messages that arrive together queue on
@@ -20,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import math
 import re
+import time
 from dataclasses import dataclass
 
 import torch
@@ -44,6 +44,7 @@ __all__ = [
     "restart",
     "ring_allreduce_seconds",
     "send",
+    "timer",
     "wire_deadline",
 ]
 
@@ -79,9 +80,8 @@ class Link:
     @property
     def spec(self) -> str:
         """The string `parse` turns back into this link: 'real' or e.g. '100mbit,2ms'."""
-        if not self.emulated:
-            return "real"
-        return f"{self.bits_per_second / 1e6:g}mbit,{self.alpha * 1e3:g}ms"
+        rate, alpha = self.bits_per_second / 1e6, self.alpha * 1e3
+        return f"{rate:g}mbit,{alpha:g}ms" if self.emulated else "real"
 
 
 REAL = Link()
@@ -103,9 +103,7 @@ def parse(spec: str | Link | None) -> Link:
             "or a bandwidth and a latency such as '100mbit,2ms'."
         )
     rate, unit, latency, latency_unit = found.groups()
-    alpha = _DEFAULT_ALPHA
-    if latency:
-        alpha = float(latency) * (1e-3 if latency_unit == "ms" else 1e-6)
+    alpha = float(latency) * (1e-3 if latency_unit == "ms" else 1e-6) if latency else _DEFAULT_ALPHA
     return Link(alpha=alpha, bits_per_second=float(rate) * _UNITS[unit])
 
 
@@ -129,9 +127,7 @@ def add_argument(parser, default: str = "the profile's; cpu: an emulated 100 Mbi
 
 def ring_allreduce_seconds(link: Link, nbytes: float, world: int) -> float:
     """Wire time of a ring allreduce: 2(N-1) messages of n/N bytes, one after another."""
-    if world <= 1 or not link.emulated:
-        return 0.0
-    return 2 * (world - 1) * link.wire_seconds(nbytes / world)
+    return 2 * (world - 1) * link.wire_seconds(nbytes / world) if world > 1 else 0.0
 
 
 _state = {"link": REAL, "clock": Clock()}
@@ -162,6 +158,12 @@ def now() -> float:
     never more than `link_clock.LAG` behind the real time (under `active(..., virtual=True)`
     it may fall behind without limit)."""
     return _state["clock"].advance()
+
+
+def timer():
+    """What to time a step with: the link clock over an emulated link (a rank the scheduler
+    wakes late adds nothing under the clock's lag), the wall clock over the real one."""
+    return now if current().emulated else time.perf_counter
 
 
 class _Received:

@@ -35,6 +35,15 @@ def test_ring_wire_time_is_two_n_minus_one_chunks():
     slow = link.parse(SLOW)
     assert link.ring_allreduce_seconds(slow, 4000, 4) == pytest.approx(6 * (0.02 + 1000 / 1e6))
     assert link.ring_allreduce_seconds(link.REAL, 4000, 4) == 0
+    assert link.ring_allreduce_seconds(slow, 4000, 1) == 0
+
+
+def test_a_step_is_timed_on_the_link_clock_over_an_emulated_link_and_the_wall_clock_otherwise():
+    assert link.timer() is time.perf_counter
+    with link.active(SLOW):
+        assert link.timer() is link.now
+    with link.active("real"):
+        assert link.timer() is time.perf_counter
 
 
 def _timed_exchange(spec: str) -> tuple:
