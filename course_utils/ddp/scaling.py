@@ -121,10 +121,10 @@ def _scaling_rank(batch: int, width: int, layers: int, steps: int, link) -> tupl
             if where.type == "cuda":
                 torch.cuda.synchronize()
             compute.append(clock() - start)
-            flat = torch.cat([p.grad.flatten() for p in model.parameters()])
             if dist.get_world_size() == 1:  # nothing to send: no scheduler noise counted as link
                 comm.append(0.0)
                 continue
+            flat = torch.cat([p.grad.flatten() for p in model.parameters()])
             dist.barrier()
             start, link_time = links.restart(), links.timer()
             links.all_reduce(flat)
