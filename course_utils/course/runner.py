@@ -15,7 +15,7 @@ from pathlib import Path
 
 import nbformat
 
-from ..core.checks import FAIL, NOT_SOLVED, PASS
+from ..core.checks import FAIL, NOT_JUDGED, NOT_SOLVED, PASS
 from .course_map import save_key_chart
 from .memory import PeakMemory
 
@@ -27,6 +27,7 @@ class Report:
     notebook: str
     seconds: float
     verdicts: int = 0
+    not_judged: int = 0  # real-clock verdicts whose measurement other programs slowed
     failed_verdicts: list[str] = field(default_factory=list)
     error: str | None = None
     unstable_cells: list[str] = field(default_factory=list)  # with compare=True
@@ -93,6 +94,8 @@ def execute(
         for line in _stream_lines(cell):
             if line.startswith((PASS, FAIL)):
                 report.verdicts += 1
+            if line.startswith(NOT_JUDGED):
+                report.not_judged += 1
             if line.startswith(FAIL) and line != f"{FAIL} {NOT_SOLVED}":
                 report.failed_verdicts.append(f"cell {index}: {line}")
     if compare and error is None:
@@ -195,17 +198,17 @@ def static_output(output):
 
 
 def format_table(reports: list[Report]) -> str:
-    rows = [("notebook", "seconds", "verdicts", "result")]
+    rows = [("notebook", "seconds", "verdicts", "not judged", "result")]
     for r in reports:
         result = (
             "ok"
             if r.ok
             else (r.error or f"{len(r.failed_verdicts)} ✗, {len(r.unstable_cells)} changed")
         )
-        rows.append((r.notebook, f"{r.seconds:.1f}", str(r.verdicts), result))
-    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+        rows.append((r.notebook, f"{r.seconds:.1f}", str(r.verdicts), str(r.not_judged), result))
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
     lines = [
-        "  ".join(c.ljust(w) for c, w in zip(row[:3], widths, strict=True)) + "  " + row[3]
+        "  ".join(c.ljust(w) for c, w in zip(row[:4], widths, strict=True)) + "  " + row[4]
         for row in rows
     ]
     for r in reports:

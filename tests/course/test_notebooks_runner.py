@@ -42,6 +42,18 @@ def test_counts_verdicts_and_failed_ones(tmp_path):
     assert all("execution" not in c["metadata"] for c in stored["cells"])
 
 
+def test_a_busy_machine_is_counted_as_not_judged_not_as_failed(tmp_path):
+    path = _notebook(
+        tmp_path / "01_busy.ipynb",
+        "from course_utils.core.checks import MachineShare, verdict\n"
+        "verdict(False, 'fast', MachineShare(cores=2, seconds=1, others_cores=1, machine_cores=2))",
+    )
+    report = notebooks.execute(path)
+    assert (report.verdicts, report.not_judged, report.failed_verdicts) == (0, 1, [])
+    assert report.ok
+    assert "not judged" in notebooks.format_table([report])
+
+
 def test_an_error_is_reported_with_its_cell(tmp_path):
     path = _notebook(tmp_path / "02_broken.ipynb", "1 / 0")
     report = notebooks.execute(path)
