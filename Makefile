@@ -1,16 +1,19 @@
 # The two commands of the course (see README.md):
 #   make lab    set up .venv if needed and open JupyterLab on notebooks/
 #   make test   set up .venv if needed, lint, run the unit tests and every notebook under nbval
+#   make stress the unit tests and notebooks STRESS_RUNS times beside STRESS_HOGS CPU hogs
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.course-installed
 PYTEST_WORKERS ?= 2
 CELL_TIMEOUT ?= 300
+STRESS_RUNS ?= 3
+STRESS_HOGS ?= 1
 # JupyterLab refuses to start as root (containers, lab VMs) unless told it is on purpose.
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: lab test lint unit notebooks format refresh doctor clean
+.PHONY: lab test lint unit notebooks stress format refresh doctor clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,13 +31,17 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 unit: $(STAMP)
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile tests
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --durations=15 tests
 
 # One notebook at a time: they measure timings, and each uses both cores.
 notebooks: $(STAMP)
 	COURSE_PROFILE=cpu $(BIN)/python -m pytest --nbval-lax --nbval-current-env \
 		--nbval-cell-timeout=$(CELL_TIMEOUT) --nbval-sanitize-with tests/nbval_sanitize.cfg \
 		-p no:randomly notebooks
+
+# Does `make test` hold on a busy machine? Real-clock verdicts may say "not judged"; no other may flip.
+stress: $(STAMP)
+	.ci/stress $(STRESS_RUNS) $(STRESS_HOGS)
 
 format: $(STAMP)
 	$(BIN)/ruff format .
