@@ -8,35 +8,25 @@ speedup is judged against that, not against 1.
 
 from __future__ import annotations
 
-import os
-
 from ..core.checks import verdict
-
-
-def usable_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
+from ..core.machine import MachineShare, machine_cores
 
 
 def ideal_speedup(trial_seconds: list[float], jobs: int, cores: int | None = None) -> float:
     """The best speedup over running the trials one after another that any schedule allows."""
-    lanes = max(1, min(jobs, cores or usable_cores()))
+    lanes = max(1, min(jobs, cores or machine_cores()))
     total = sum(trial_seconds)
     return total / max(total / lanes, max(trial_seconds)) if total > 0 else 1.0
 
 
-def reached(one_by_one, side_by_side, jobs: int, share: float, cores: int | None = None) -> bool:
-    """Whether two timed searches (SweepResults) came within `share` of the ideal speedup."""
-    ideal = ideal_speedup([t.seconds for t in one_by_one.trials], jobs, cores)
-    return one_by_one.seconds / side_by_side.seconds >= share * ideal
-
-
-def near_ideal(speedup: float, ideal: float, share: float = 0.75):
-    """The measured speedup reaches `share` of the ideal (and beats running one by one)."""
+def near_ideal(
+    speedup: float, ideal: float, share: float = 0.75, machine: MachineShare | None = None
+):
+    """The measured speedup reaches `share` of the ideal (and beats running one by one);
+    not judged when other programs took the cores the searches ran on (`machine`)."""
     return verdict(
         speedup > 1 and speedup >= share * ideal,
         f"the parallel search finished at least {share:.0%} as much sooner as its trials' "
         "times allow",
+        machine,
     )

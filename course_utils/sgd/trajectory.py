@@ -86,11 +86,13 @@ def race(net, dataset, batches: dict, lrs, seconds: float, per_update: dict, see
     return out
 
 
-def wins_race(results: dict, winner: str, margin: float = 0.0):
-    """`winner`, at its best lr, ends with the lowest loss, below each other's by `margin`."""
+def wins_race(results: dict, winner: str, margin: float = 0.0, machine=None):
+    """`winner`, at its best lr, ends with the lowest loss, below each other's by `margin`.
+    The race's budget comes from real update times: `machine` is their measurement's share."""
     others = [r["loss"] for name, r in results.items() if name != winner]
     return verdict(
         all(results[winner]["loss"] < loss - margin for loss in others),
         "in the same training time, each at its own best lr, mini-batch SGD reaches the "
         "lowest loss",
+        machine,
     )

@@ -7,8 +7,8 @@ import math
 
 import torch
 
+from course_utils.core.machine import MachineShare
 from course_utils.sgd import search_speed, trajectory
-from course_utils.sgd.sweep import SweepResult, Trial
 
 
 def test_mean_rise_counts_only_rises():
@@ -49,13 +49,6 @@ def test_path_and_race_run_from_the_same_weights():
     assert all(math.isfinite(r["loss"]) for r in raced.values())
 
 
-def _result(seconds, jobs, wall):
-    trials = [Trial(i, {"batch_size": 8}, {"val_loss": 1.0}) for i in range(len(seconds))]
-    for t, s in zip(trials, seconds, strict=True):
-        t.start, t.end = 0.0, s
-    return SweepResult({"spec": {"metric": "val_loss"}}, jobs, wall, trials)
-
-
 def test_ideal_speedup_is_bounded_by_lanes_and_the_longest_trial():
     assert search_speed.ideal_speedup([1.0] * 4, jobs=2, cores=2) == 2.0
     assert search_speed.ideal_speedup([1.0] * 4, jobs=4, cores=2) == 2.0  # cores cap the lanes
@@ -69,10 +62,11 @@ def test_near_ideal_fails_for_a_barely_faster_search():
     assert not search_speed.near_ideal(0.9, 1.0, 0.75).ok  # slower than one by one
 
 
-def test_reached_compares_two_timed_searches_with_their_ideal():
-    alone = _result([1.0] * 4, 1, 4.0)
-    assert search_speed.reached(alone, _result([1.0] * 4, 2, 2.1), 2, 0.75, cores=2)
-    assert not search_speed.reached(alone, _result([1.6] * 4, 2, 3.3), 2, 0.75, cores=2)
+def test_near_ideal_is_not_judged_when_other_programs_took_the_cores():
+    hog = MachineShare(cores=2, seconds=4.0, others_cores=1.0, machine_cores=2)
+    assert not search_speed.near_ideal(1.1, 2.0, 0.75, hog).judged
+    quiet = MachineShare(cores=2, seconds=4.0, others_cores=0.0, machine_cores=2)
+    assert not search_speed.near_ideal(1.1, 2.0, 0.75, quiet).ok
 
 
 def test_report_panel_titles_follow_the_data():
