@@ -238,9 +238,13 @@ def overlap_title(timeline: dict) -> str:
 
 
 def profiled_title(traces: dict[str, list[dict]], link) -> str:
-    """Each variant's mean share of all-reduce time inside the backward pass, and the link."""
+    """Each variant's mean overlap of all-reduces and backward pass (of the shorter of the
+    two), and the link."""
     shares = [
         f"{name} {sum(t['overlap'] for t in ranks) / len(ranks):.0%}"
         for name, ranks in traces.items()
     ]
-    return f"All-reduce time inside the backward pass: {', '.join(shares)}\n{link.label}"
+    return (
+        f"All-reduces during the backward pass, share of the shorter: {', '.join(shares)}"
+        f"\n{link.label}"
+    )

@@ -4,9 +4,9 @@ The profiler records every operator with its thread and its start and end. The b
 ops (`...Backward0`) run on the autograd thread; each bucket's all-reduce runs on other
 threads: gloo's (`gloo:all_reduce`) and, over the emulated link, the link's wire thread
 (`WIRE_EVENT`, recorded because the profiler watches every thread). Where the two overlap
-in time, DDP hides communication behind computation. The same step with the all-reduces
-issued only after `backward()` returns (under `no_sync`, then one all-reduce per layer)
-is the twin in which nothing can overlap.
+in time, DDP hides communication behind computation (`overlap_fraction`). The same step
+with the all-reduces issued only after `backward()` returns (under `no_sync`, then one
+all-reduce per layer) is the twin in which nothing can overlap.
 """
 
 from __future__ import annotations
@@ -51,15 +51,21 @@ def _length(intervals) -> float:
 
 
 def overlap_fraction(communication: list, backward: list) -> float:
-    """Share of the communication time spent inside the backward pass (from its first
-    backward op's start to its last one's end)."""
-    if not backward:
+    """Share of the shorter of the two, the communication or the backward pass (its first
+    op's start to its last op's end), during which both ran.
+
+    Divided by the communication alone, the share would measure the processor: a fast one
+    finishes the backward pass while the link still queues most buckets. Divided by the
+    shorter of the two, it is how much of the overlap that could happen did happen; the
+    twin that all-reduces after backward() has none.
+    """
+    if not backward or not communication:
         return 0.0
     comm = merged(communication)
     busy = [(min(s for s, _ in backward), max(e for _, e in backward))]
     both = sum(max(0.0, min(e1, e2) - max(s1, s2)) for s1, e1 in comm for s2, e2 in busy)
-    total = _length(comm)
-    return both / total if total else 0.0
+    shorter = min(_length(comm), _length(busy))
+    return both / shorter if shorter else 0.0
 
 
 def profiled_step(
@@ -68,7 +74,7 @@ def profiled_step(
     trace_dir: str | None = None,
 ) -> list[dict]:  # fmt: skip
     """Each rank's profiled step over `link`: its backward ops and all-reduces, in seconds
-    from the step's start, and the share of all-reduce time that overlapped backward. With
+    from the step's start, and how much of them overlapped (`overlap_fraction`). With
     `trace_dir` ('' for the system's temp folder), rank 0 also writes the Chrome trace there
     (open it in chrome://tracing or ui.perfetto.dev)."""
     args = (overlap, layers, width, batch, bucket_cap_mb, links.resolve(link), trace_dir)

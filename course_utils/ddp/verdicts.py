@@ -53,12 +53,14 @@ def no_sync_saves_no_syncs(naive, accumulated, tolerance: float = 0.15) -> Verdi
 
 def overlap_saves(result: dict, share: float = 0.5) -> Verdict:
     """Overlapping hides at least `share` of what it could: the smaller of the backward pass
-    and the communication (`result` from `overlap.overlap_saving`)."""
+    and the communication (`result` from `overlap.overlap_saving`, on the real clock: not
+    judged when other programs took the ranks' cores)."""
     could = min(result["compute"], result["communication"])
     return verdict(
         result["saving"] >= share * could,
         f"overlapping the all-reduces with the backward pass saves at least {share:.0%} of the "
         "shorter of the two, against backward first and then all the communication",
+        result.get("machine"),
     )
 
 
@@ -92,11 +94,11 @@ def effective_batch_counted(reports: list[dict], nodes: int, per_rank_batch: int
 
 
 def communication_overlaps_backward(traces: list[dict], share: float = 0.25) -> Verdict:
-    """In the profiled step, on average over the ranks at least `share` of the all-reduce
-    time falls inside the backward pass (`trace.profiled_step` results)."""
+    """In the profiled step, on average over the ranks, all-reduces and backward ops ran
+    at once for at least `share` of the shorter of the two (`trace.overlap_fraction`)."""
     mean = sum(t["overlap"] for t in traces) / len(traces) if traces else 0.0
     return verdict(
         mean >= share,
-        f"the profiler shows at least {share:.0%} of the all-reduce time inside the backward "
-        "pass (mean over the ranks)",
+        f"the profiler shows all-reduces running during the backward pass for at least "
+        f"{share:.0%} of the shorter of the two (mean over the ranks)",
     )

@@ -65,7 +65,10 @@ def test_counting_loader_counts_what_it_yields():
 
 def test_interval_overlap():
     assert trace.merged([(3, 4), (0, 2), (1, 2.5)]) == [(0, 2.5), (3, 4)]
-    assert trace.overlap_fraction([(0, 1), (2, 4)], [(0.5, 3)]) == pytest.approx(1.5 / 3)
+    # 1.5 s of both, out of 3 s of communication and 2.5 s of backward: the shorter
+    assert trace.overlap_fraction([(0, 1), (2, 4)], [(0.5, 3)]) == pytest.approx(1.5 / 2.5)
+    # a fast backward pass inside a long queue of all-reduces is wholly overlapped
+    assert trace.overlap_fraction([(0, 10)], [(1, 2)]) == 1.0
     assert trace.overlap_fraction([(5, 6)], [(0, 1), (2, 3)]) == 0
     assert trace.overlap_fraction([], [(0, 1)]) == 0 == trace.overlap_fraction([(0, 1)], [])
 
