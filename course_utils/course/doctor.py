@@ -1,14 +1,13 @@
 """`python -m course_utils doctor`: what the course will run with, and what would break it.
 
 It never starts CUDA in its own process (GPUs are counted through NVML), so what it says
-about forking holds for the notebook kernel too: it forks a child and asks whether that
-child could still use CUDA. Every problem comes with what to do; the exit code is 1 if
-there is any.
+about forking holds for the notebook kernel too: it forks a child (through `ranks.pool`,
+like every child the course starts) and asks whether that child could still use CUDA.
+Every problem comes with what to do; the exit code is 1 if there is any.
 """
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import platform
 import sys
 
@@ -76,23 +75,24 @@ def report() -> tuple[dict, list[str]]:
 
 
 def forked_child_in_bad_fork() -> bool:
-    """Whether a child forked from this process now could still start CUDA."""
-    if "fork" not in mp.get_all_start_methods():
+    """Whether a child forked from this process now could no longer start CUDA.
+
+    A probe that fails or hangs (30 s) counts as yes: forking is then not to be trusted.
+    """
+    from ..ranks import pool, processes
+
+    if not processes.can_fork():
         return False
-    ctx = mp.get_context("fork")
-    read, write = ctx.Pipe(duplex=False)
-    child = ctx.Process(target=_report_bad_fork, args=(write,), daemon=True)
-    child.start()
-    write.close()
-    answer = read.recv() if read.poll(30) else True
-    child.join(5)
-    return answer
+    try:
+        return pool.run_in_child(_in_bad_fork, start_method="fork", timeout=30)
+    except pool.ChildError:
+        return True
 
 
-def _report_bad_fork(conn) -> None:
+def _in_bad_fork() -> bool:
     import torch
 
-    conn.send(bool(torch.cuda._is_in_bad_fork()))
+    return bool(torch.cuda._is_in_bad_fork())
 
 
 def check_launch() -> tuple[str, list[str]]:

@@ -33,9 +33,14 @@ def default_start_method(backend: str = "gloo") -> str:
     CUDA in the kernel on its own (GPUs are counted through NVML, see `core.gpus`).
     """
     cuda_here = torch.cuda.is_initialized() or torch.cuda._is_in_bad_fork()
-    if backend == "nccl" or cuda_here or "fork" not in mp.get_all_start_methods():
+    if backend == "nccl" or cuda_here or not can_fork():
         return "spawn"
     return "fork"
+
+
+def can_fork() -> bool:
+    """Whether this platform can fork at all (Windows cannot; macOS can, though it spawns)."""
+    return "fork" in mp.get_all_start_methods()
 
 
 def context(start_method: str | None = None, backend: str = "gloo"):

@@ -4,7 +4,7 @@ A config of the report's shape (`algorithm`, `parameters`, `spec`, `budget`, `se
 checked in full before anything starts (`sweep_config.validate`), then each trial runs
 in its own process, `jobs` at a time, its threads capped (one when forked, its share of
 the cores when spawned), on its own GPU where there are GPUs, and tied to this process's
-life. A trial that fails is
+life; `ranks.pool` starts, watches and reaps those processes. A trial that fails is
 recorded with its error while the others go on; whatever happens - an error, a timeout,
 an interrupt - no trial process is left running when `run` returns.
 """
@@ -12,19 +12,13 @@ an interrupt - no trial process is left running when `run` returns.
 from __future__ import annotations
 
 import json
-import os
 import sys
-import time
-import traceback
 from dataclasses import asdict, dataclass, field
-from multiprocessing.connection import wait
-
-import cloudpickle
+from functools import partial
 
 from ..core import progress
 from ..core.gpus import visible_device_ids
-from ..ranks import bootstrap as rank_setup
-from ..ranks import processes
+from ..ranks import pool
 from .sweep_config import SweepConfigError, resolve_trial, trials_from, validate
 from .trials import train_trial
 
@@ -133,107 +127,49 @@ def run(
     since GNU OpenMP hangs in a child that uses several after its parent did. With
     `start_method="spawn"` each trial gets its share of the cores instead.
     """
-    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
-        raise ValueError(f"jobs must be a whole number >= 1, got {jobs!r}.")
+    pool.check_jobs(jobs)
     fn = trial or resolve_trial(config.get("trial") if isinstance(config, dict) else None)
     config = validate(config, fn)
     trials = [Trial(i, params) for i, params in enumerate(trials_from(config))]
-    payload = cloudpickle.dumps(fn)
-    ctx = processes.context(start_method)  # warms up torch's imports before a fork
-    method = ctx.get_start_method()
-    threads = rank_setup.threads_for(min(jobs, len(trials)), method)
-    gpus = visible_device_ids()
-    pending, running = list(trials), {}  # slot -> (process, connection, trial)
     bar = progress.bar(len(trials), f"trials, {jobs} at a time", "trial")
-    started = time.perf_counter()
     try:
-        while pending or running:
-            for slot in range(jobs):
-                if slot not in running and pending:
-                    t = pending.pop(0)
-                    t.slot, t.start = slot, time.perf_counter() - started
-                    gpu = gpus[slot % len(gpus)] if gpus else None
-                    with processes.main_module_hidden(method), processes.interrupts_held():
-                        running[slot] = (*_start(ctx, payload, t.params, threads, gpu), t)
-            before = len(running)
-            _collect(running, started, timeout)
-            bar.update(before - len(running))
+        outcomes = pool.run_calls(
+            partial(_metrics_of, fn),
+            [t.params for t in trials],
+            jobs=jobs,
+            timeout=timeout,
+            start_method=start_method,
+            gpus=visible_device_ids(),
+            on_done=lambda outcome: bar.update(1),
+        )
     finally:
         bar.close()
-        processes.stop(*(process for process, _, _ in running.values()))
-        for _, conn, _ in running.values():
-            conn.close()
-    metric = config["spec"]["metric"]
-    for t in trials:
-        if t.metrics is not None and metric not in t.metrics:
-            t.error = f"KeyError: the trial returned no {metric!r}, only {', '.join(t.metrics)}"
-    return SweepResult(config, jobs, time.perf_counter() - started, trials)
+    started = min(o.start for o in outcomes)
+    for t, o in zip(trials, outcomes, strict=True):
+        t.slot, t.start, t.end = o.slot, o.start - started, o.end - started
+        _record(t, o, config["spec"]["metric"])
+    return SweepResult(config, jobs, max(o.end for o in outcomes) - started, trials)
 
 
-def _start(ctx, payload: bytes, params: dict, threads: int, gpu: str | None):
-    read, write = ctx.Pipe(duplex=False)
-    args = (payload, params, threads, gpu, os.getpid(), write)
-    process = ctx.Process(target=_trial_main, args=args, name="course-trial", daemon=True)
-    process.start()
-    write.close()
-    return process, read
+def _metrics_of(trial, /, **params) -> dict:
+    """In the trial's process: the trial's metrics as plain numbers, or why they are not."""
+    metrics = trial(**params)
+    if not isinstance(metrics, dict):
+        raise TypeError(f"a trial must return a dict of metrics, got {type(metrics).__name__}")
+    return {k: _plain(v) for k, v in metrics.items()}
 
 
-def _trial_main(payload, params, threads, gpu, parent_pid, conn) -> None:
-    """In the trial's process: cap threads, pick the GPU, run, send back metrics or the error."""
-    processes.child_setup(parent_pid, threads)
-    if gpu is not None:
-        os.environ["CUDA_VISIBLE_DEVICES"] = gpu
-    try:
-        metrics = cloudpickle.loads(payload)(**params)
-        if not isinstance(metrics, dict):
-            raise TypeError(f"a trial must return a dict of metrics, got {type(metrics).__name__}")
-        message = ("ok", {k: _plain(v) for k, v in metrics.items()})
-    except BaseException as exc:  # noqa: BLE001 - every failure must reach the parent
-        text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-        message = ("error", (f"{type(exc).__name__}: {exc}", text))
-    try:
-        conn.send(message)
-    except Exception as exc:  # metrics that cannot be pickled
-        conn.send(("error", (f"{type(exc).__name__}: {exc}", "")))
-    sys.stdout.flush()
-    os._exit(0)
-
-
-def _collect(running: dict, started: float, timeout: float | None) -> None:
-    """Wait for the next trial to finish (or time out) and record its outcome."""
-    waits = {}
-    for slot, (process, conn, _) in running.items():
-        waits[conn] = waits[process.sentinel] = slot
-    ready = wait(list(waits), timeout=1.0 if timeout else None)
-    now = time.perf_counter() - started
-    for slot in sorted({waits[obj] for obj in ready}):
-        process, conn, t = running.pop(slot)
-        if conn.poll():
-            try:
-                status, body = conn.recv()
-            except (EOFError, OSError):
-                status, body = "error", (_exit_reason(process), "")
-        else:
-            status, body = "error", (_exit_reason(process), "")
-        if status == "ok":
-            t.metrics = body
-        else:
-            t.error, t.traceback = body
-        t.end = now
-        processes.stop(process)
-        conn.close()
-    if timeout:
-        for slot in [s for s, (*_, t) in running.items() if now - t.start > timeout]:
-            process, conn, t = running.pop(slot)
-            processes.stop(process)
-            conn.close()
-            t.error, t.end = f"TimeoutError: stopped after {timeout:g} s", now
-
-
-def _exit_reason(process) -> str:
-    process.join(timeout=1.0)
-    return f"the trial process {processes.exit_reason(process.exitcode)} before returning metrics"
+def _record(t: Trial, outcome: pool.Outcome, metric: str) -> None:
+    """Put a trial's metrics or its error on its record, in the words the sweep's table uses."""
+    if outcome.ok and metric not in outcome.value:
+        t.metrics = outcome.value
+        t.error = f"KeyError: the trial returned no {metric!r}, only {', '.join(outcome.value)}"
+    elif outcome.ok:
+        t.metrics = outcome.value
+    elif outcome.status == "died":
+        t.error = f"the trial process {outcome.error} before returning metrics"
+    else:
+        t.error, t.traceback = outcome.error, outcome.traceback or None
 
 
 def read_config(path) -> dict:

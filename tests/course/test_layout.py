@@ -1,5 +1,5 @@
 """The package keeps the layout the README promises: one folder per chapter, small modules,
-no import cycle, and a chapter that imports only earlier chapters."""
+no import cycle, a chapter that imports only earlier chapters, and one process manager."""
 
 from __future__ import annotations
 
@@ -96,6 +96,97 @@ def test_a_chapter_imports_only_shared_folders_and_earlier_chapters():
                 pytest.fail(f"{name} (shared) imports a chapter: {target}")
             if mine == "core" and theirs == "ranks":
                 pytest.fail(f"{name} (core) imports ranks: {target}; core starts no process")
+
+
+# Starting, forking or reaping processes, and installing signal handlers, belong to ranks/
+# alone (one supervisor); a deliberate kill of a rank (os.kill) is fault injection, not that.
+PROCESS_MODULES = ("multiprocessing", "torch.multiprocessing", "subprocess")
+PROCESS_NAMES = {
+    "concurrent.futures.ProcessPoolExecutor",
+    *(f"os.{name}" for name in ("fork", "forkpty", "posix_spawn", "posix_spawnp", "system")),
+    *(f"os.{name}" for name in ("popen", "spawnl", "spawnv", "spawnlp", "spawnvp")),
+    *(f"signal.{name}" for name in ("signal", "setitimer", "alarm", "set_wakeup_fd")),
+    *(f"signal.{name}" for name in ("sigaction", "siginterrupt", "pthread_sigmask")),
+}
+
+
+def _process_handling(source: str) -> list[str]:
+    """Where `source` starts, forks or reaps processes or installs signal handlers, by line."""
+
+    def forbidden(name: str) -> bool:
+        in_module = any(name == m or name.startswith(m + ".") for m in PROCESS_MODULES)
+        return in_module or name in PROCESS_NAMES
+
+    aliases: dict[str, str] = {}  # a name bound by an import -> the dotted name it stands for
+    found = []
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                bound = a.name if a.asname else a.name.split(".")[0]  # `import a.b` binds a
+                aliases[a.asname or bound] = bound
+                if forbidden(a.name):
+                    found.append(f"line {node.lineno}: import {a.name}")
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            for a in node.names:
+                full = f"{node.module}.{a.name}"
+                aliases[a.asname or a.name] = full
+                if forbidden(node.module) or forbidden(full):
+                    found.append(f"line {node.lineno}: from {node.module} import {a.name}")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            parts, head = [node.attr], node.value
+            while isinstance(head, ast.Attribute):
+                parts, head = [head.attr, *parts], head.value
+            if isinstance(head, ast.Name) and head.id in aliases:
+                name = ".".join([aliases[head.id], *parts])
+                if name in PROCESS_NAMES:
+                    found.append(f"line {node.lineno}: {name}")
+    return found
+
+
+def test_only_ranks_starts_processes_or_installs_signal_handlers():
+    found = {
+        name: where
+        for name, path in _modules().items()
+        if _folder(name) != "ranks" and (where := _process_handling(path.read_text()))
+    }
+    assert not found, f"start, watch and reap processes through course_utils.ranks: {found}"
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import multiprocessing",
+        "import multiprocessing.connection",
+        "from multiprocessing.connection import wait",
+        "import torch.multiprocessing as tmp",
+        "from torch import multiprocessing",
+        "import subprocess",
+        "from subprocess import run",
+        "from concurrent.futures import ProcessPoolExecutor",
+        "import concurrent.futures\nconcurrent.futures.ProcessPoolExecutor(2)",
+        "from concurrent import futures as f\nf.ProcessPoolExecutor()",
+        "import os\nos.fork()",
+        "import os as system\nsystem.forkpty()",
+        "from os import fork",
+        "import signal\nsignal.signal(signal.SIGINT, print)",
+        "import signal as s\ns.setitimer(s.ITIMER_REAL, 1.0)",
+        "from signal import signal as on_signal",
+    ],
+)
+def test_the_process_rule_catches_each_way_to_start_a_process_or_handle_a_signal(source):
+    assert _process_handling(source), source
+
+
+def test_the_process_rule_allows_a_deliberate_kill_and_threads():
+    source = (
+        "import os, signal, threading\n"
+        "from concurrent.futures import ThreadPoolExecutor\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+        "signal.getsignal(signal.SIGINT)\n"
+    )
+    assert _process_handling(source) == []
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS + SHARED + ("course",))

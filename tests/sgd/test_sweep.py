@@ -12,6 +12,7 @@ import signal
 import sys
 import time
 from argparse import Namespace
+from pathlib import Path
 
 import pytest
 import torch
@@ -44,9 +45,13 @@ def faulty(x: float = 0.0) -> dict:
     return {"loss": x}
 
 
-def wall(x: float = 0.0) -> dict:
+def wall(x: float, folder: Path) -> dict:
+    """0.6 s of a trial that does not end before a second trial has started (or 10 s passed)."""
     start = time.time()
-    time.sleep(0.6)
+    (folder / f"{x}").touch()
+    while len(list(folder.iterdir())) < 2 and time.time() < start + 10:
+        time.sleep(0.01)
+    time.sleep(max(0.0, start + 0.6 - time.time()))
     return {"loss": x, "start": start, "end": time.time()}
 
 
@@ -190,12 +195,18 @@ def test_maximize_picks_the_largest():
     assert result.best.params == {"x": 0}
 
 
-def test_at_most_jobs_trials_run_at_once_and_two_lanes_finish_sooner():
-    result = sweep.run(grid([0, 1, 2, 3]), jobs=2, trial=wall)
+def test_at_most_jobs_trials_run_at_once_and_two_lanes_run_side_by_side(tmp_path):
+    result = sweep.run(grid([0, 1, 2, 3]), jobs=2, trial=lambda x=0: wall(x, tmp_path))
     spans = [(t.metrics["start"], t.metrics["end"]) for t in result.trials]
     for moment in [s for s, _ in spans]:
         assert sum(s <= moment < e for s, e in spans) <= 2
-    assert result.seconds < 4 * 0.6
+    # each of the first two trials waits for the other to start, so they overlap when the
+    # sweep runs two at once; one at a time, the first gives up after 10 s and they do not
+    first, second = result.trials[:2]
+    assert (
+        first.metrics["start"] < second.metrics["end"]
+        and second.metrics["start"] < first.metrics["end"]
+    )
 
 
 def test_a_failing_trial_is_reported_and_the_others_kept():
