@@ -178,6 +178,8 @@ def test_bench_reports_measured_and_predicted_bubble_per_m_with_real_compute():
     assert [r["predicted"] for r in result["rows"]] == [0.5, 0.2]
     assert all(0 < r["measured"] < 1 for r in result["rows"])
     assert all(r["handoff_over_forward"] > 0 for r in result["rows"])
+    assert all(r["step_over_played_out"] > 0 < r["backward_over_forward"] for r in result["rows"])
+    assert result["stage_cost"] == [1, 1] and "played out" in result["target"]
     assert result["meets_target"] == all(r["meets_target"] for r in result["rows"])
     assert "15%" in result["target"]
     assert (result["why"] is None) == result["meets_target"]
