@@ -8,41 +8,21 @@ bench pipeline` (with `--stage-cost 1,2` for an unbalanced stage) prints it and 
 from __future__ import annotations
 
 import statistics
-from itertools import pairwise
 
 import pytest
 import torch
+from pipeline_timelines import assert_well_formed
 from torch import nn
 
 from course_utils.model_parallel import measure_bubble, real_compute_run
 from course_utils.model_parallel.activations import HeldActivations
 from course_utils.model_parallel.bubble import HANDOFF_LINK
-from course_utils.model_parallel.schedules import (
-    Event,
-    Timeline,
-    bubble_formula,
-    gpipe_order,
-    simulate,
-)
+from course_utils.model_parallel.schedules import Event, Timeline, bubble_formula, simulate
 from course_utils.ranks import link as links
-
-EPS = 1e-9  # seconds: event times are differences of clock readings near 1e5 s
 
 
 def _assert_well_formed(tl: Timeline, handoff: float) -> None:
-    """Every stage runs its M forwards and M backwards in GPipe's order, one at a time, each
-    after the hand-off it needs has crossed the link (on the ranks' shared link clock)."""
-    ops = {(e.stage, e.kind, e.microbatch): e for e in tl.compute()}
-    for s in range(tl.stages):
-        mine = sorted(tl.compute(s), key=lambda e: e.start)
-        assert [(e.kind, e.microbatch) for e in mine] == gpipe_order(s, tl.stages, tl.microbatches)
-        assert all(-EPS <= e.start < e.end for e in mine)
-        assert all(a.end <= b.start + EPS for a, b in pairwise(mine))  # one op at a time
-    for s in range(1, tl.stages):
-        for i in range(tl.microbatches):
-            assert ops[s, "F", i].start >= ops[s - 1, "F", i].end + handoff - EPS
-            assert ops[s - 1, "B", i].start >= ops[s, "B", i].end + handoff - EPS
-    assert 0 < tl.bubble_fraction() < 1
+    assert_well_formed(tl, handoff)
     forwards = [e.end - e.start for e in tl.compute() if e.kind == "F"]
     assert tl.slot == statistics.median(forwards)  # a timeline read in forwards
 
