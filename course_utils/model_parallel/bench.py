@@ -12,7 +12,12 @@ with a core per stage (the output says whether there were). The formula assumes 
 hand-offs: over a link whose hand-off takes a good part of a forward the measured bubble
 is larger. Each row's `from_stages_and_link` plays the schedule out with the stages'
 measured op times and the link's time per hand-off: how much of a gap to the formula
-unequal stages and slow hand-offs explain (`meets_link_prediction`: within 15% of it).
+unequal stages and slow hand-offs explain (`meets_link_prediction`: the bubble and the
+step within 15% of it; `--stage-cost 1,2` makes the second stage twice as heavy, where only
+that prediction holds). `backward_over_forward` is reported, not judged: a backward does two
+matrix products to the forward's one, about 2 (2-core machines have shown 1.4 to 3.4).
+These figures were once test assertions; on a machine shared with other work they are
+benchmarks, not facts about the code.
 """
 
 from __future__ import annotations
@@ -30,11 +35,18 @@ def _ints(text: str) -> list[int]:
     return [int(v) for v in text.split(",") if v.strip()]
 
 
+def _floats(text: str) -> list[float]:
+    return [float(v) for v in text.split(",") if v.strip()]
+
+
 def add_arguments(parser) -> None:
     links.add_argument(parser, default="notebook 06's stage-to-stage link, 100 Gbit/s, 10 us")
     parser.add_argument("--stages", type=int, default=4)
     parser.add_argument("--microbatches", type=_ints, default=[1, 2, 4, 8, 16])
     parser.add_argument("--schedule", choices=["gpipe", "1f1b"], default="gpipe")
+    parser.add_argument(
+        "--stage-cost", type=_floats, default=None, help="blocks per stage, e.g. 1,2 (all 1)"
+    )
     parser.add_argument("--width", type=int, default=None, help="stage width (the profile's)")
     parser.add_argument("--micro-batch-size", type=int, default=None, help="(the profile's)")
     parser.add_argument(
@@ -57,6 +69,7 @@ def run(args) -> dict:
     rows = measure_bubble(
         args.stages, args.microbatches, width=width, micro_batch_size=batch,
         repeats=repeats, schedule=args.schedule, link=link.spec if link.emulated else None,
+        stage_cost=args.stage_cost,
     )  # fmt: skip
     handoff = link.wire_seconds(batch * width * 4)  # one float32 activation
     for row in rows:
@@ -64,10 +77,12 @@ def run(args) -> dict:
         row["meets_target"] = abs(row["relative_error"]) <= TOLERANCE
         row["meets_link_prediction"] = (
             abs(row["measured"] / row["from_stages_and_link"] - 1) <= TOLERANCE
+            and abs(row["step_over_played_out"] - 1) <= TOLERANCE
         )
         row["handoff_over_forward"] = round(handoff / row.pop("forward_seconds"), 3)
-        for key in ("measured", "predicted", "from_stages_and_link"):
+        for key in ("measured", "predicted", "from_stages_and_link", "step_over_played_out"):
             row[key] = round(row[key], 4)
+        row["backward_over_forward"] = round(row["backward_over_forward"], 2)
     met = all(r["meets_target"] for r in rows)
     return {
         "benchmark": NAME,
@@ -77,6 +92,7 @@ def run(args) -> dict:
         "stages_over_cores": args.stages > (os.cpu_count() or 1),
         "schedule": args.schedule,
         "stages": args.stages,
+        "stage_cost": args.stage_cost or [1] * args.stages,
         "width": width,
         "micro_batch_size": batch,
         "link": link.spec,
@@ -85,7 +101,9 @@ def run(args) -> dict:
         "repeats": repeats,
         "rows": rows,
         "target": f"measured bubble within {TOLERANCE:.0%} of (K-1)/(M+K-1) for every M "
-        "(the formula assumes free hand-offs)",
+        "(the formula assumes free hand-offs and equal stages); bubble and step within "
+        f"{TOLERANCE:.0%} of the schedule played out with the stages' measured op times and "
+        "the link's hand-offs (meets_link_prediction)",
         "meets_target": met,
         "meets_link_prediction": all(r["meets_link_prediction"] for r in rows),
         "why": None

@@ -18,7 +18,7 @@ import torch
 
 from ..ranks import link as links
 from .pipeline import PipelineRun, mlp, run_pipeline
-from .schedules import FORWARD, Timeline, bubble_formula, simulate
+from .schedules import BACKWARD, FORWARD, Timeline, bubble_formula, simulate
 
 __all__ = ["HANDOFF_LINK", "measure_bubble", "real_compute_run", "typical_run"]
 
@@ -74,6 +74,7 @@ def measure_bubble(
     repeats: int = 1,
     schedule: str = "gpipe",
     link: str | None = HANDOFF_LINK,
+    stage_cost: Sequence[float] | None = None,
 ) -> list[dict]:
     """Measured and predicted bubble fraction for each M, with real compute on blocks of
     `width`, hand-offs over `link`. The measured one is the least idle of `repeats` steps:
@@ -83,27 +84,41 @@ def measure_bubble(
 
     Beside GPipe's formula, each row holds the bubble the schedule gives with the stages'
     own measured op times and the link's time per hand-off (`from_stages_and_link`: unequal
-    stages and slow hand-offs make it larger), and the median forward of one micro-batch
-    on one stage (`forward_seconds`).
+    stages and slow hand-offs make it larger), the measured step over that schedule's
+    (`step_over_played_out`), the stages' backward time over their forward time
+    (`backward_over_forward`: two matrix products to one, about 2) and the median forward
+    of one micro-batch on one stage (`forward_seconds`). `stage_cost` makes stages
+    unequal, as in `real_compute_run`.
     """
     handoff = links.parse(link).wire_seconds(micro_batch_size * width * 4)  # float32
     rows = []
     for m in microbatches:
         runs = [
             real_compute_run(
-                schedule, stages, m, width=width, micro_batch_size=micro_batch_size, link=link
-            )
+                schedule,
+                stages,
+                m,
+                width=width,
+                micro_batch_size=micro_batch_size,
+                link=link,
+                stage_cost=stage_cost,
+            )  # fmt: skip
             for _ in range(repeats)
         ]
         tl = min((r.timeline for r in runs), key=Timeline.bubble_fraction)
+        played = simulate(schedule, stages, m, durations=tl.op_seconds(), handoff=handoff)
+        busy = {
+            k: sum(e.end - e.start for e in tl.compute() if e.kind == k)
+            for k in (FORWARD, BACKWARD)
+        }
         rows.append(
             {
                 "microbatches": m,
                 "measured": tl.bubble_fraction(),
                 "predicted": bubble_formula(stages, m),
-                "from_stages_and_link": simulate(
-                    schedule, stages, m, durations=tl.op_seconds(), handoff=handoff
-                ).bubble_fraction(),
+                "from_stages_and_link": played.bubble_fraction(),
+                "step_over_played_out": tl.makespan() / played.makespan(),
+                "backward_over_forward": busy[BACKWARD] / busy[FORWARD],
                 "forward_seconds": tl.slot,
             }
         )

@@ -1,0 +1,58 @@
+"""What overlapping DDP's all-reduces with the backward pass saves, on the profile's link.
+
+The backward pass alone, the bucket all-reduces alone and DDP's overlapped step, each the
+slowest rank's fastest of `--steps` (`overlap.overlap_saving`). Target: overlap hides at
+least half of the shorter of the two (`verdicts.overlap_saves`, the notebook's verdict),
+and the overlapped step is no shorter than the communication alone (a physical bound,
+less 20% for noise). A test once asserted a quarter of it: on a machine shared with other
+work that is a performance figure, so it lives here. It is wall time: when other programs
+took the ranks' cores, `met` is None and `judged` false.
+"""
+
+from __future__ import annotations
+
+from ..ranks import link as links
+
+NAME = "ddp-overlap"
+HELP = "seconds of backward, communication and DDP's overlapped step, and what overlap saved"
+SHARE = 0.5
+
+
+def add_arguments(parser) -> None:
+    links.add_argument(parser, default="the profile's overlap_link; cpu: 1gbit,1ms")
+    parser.add_argument("--world-size", type=int, default=2)
+    parser.add_argument("--layers", type=int, default=6)
+    parser.add_argument("--width", type=int, default=512)
+    parser.add_argument("--batch", type=int, default=256)
+    parser.add_argument("--bucket-cap-mb", type=float, default=1.0)
+    parser.add_argument("--steps", type=int, default=4)
+
+
+def run(args) -> dict:
+    from ..core import profiles
+    from .overlap import overlap_saving
+    from .verdicts import overlap_saves
+
+    link = links.resolve(args.link or profiles.current().ddp.overlap_link)
+    result = overlap_saving(
+        args.world_size, args.layers, args.width, args.batch, args.bucket_cap_mb,
+        args.steps, link, profiles.current().backend,
+    )  # fmt: skip
+    machine = result.pop("machine")
+    saves = overlap_saves({**result, "machine": machine}, share=SHARE)
+    bounded = result["overlapped"] >= 0.8 * result["communication"]
+    shorter = max(min(result["compute"], result["communication"]), 1e-12)
+    return {
+        "benchmark": NAME,
+        "clock": "real",
+        "link": link.spec,
+        "link_label": result.pop("link"),
+        "world_size": args.world_size,
+        "others_cores": round(machine.others_cores, 2),
+        "judged": saves.judged,
+        **{k: round(v, 5) if isinstance(v, float) else v for k, v in result.items()},
+        "saving_over_shorter": round(result["saving"] / shorter, 3),
+        "target": f"overlap saves at least {SHARE:.0%} of the shorter of backward and "
+        "communication; overlapped step >= 0.8 x communication alone",
+        "met": (saves.ok and bounded) if saves.judged else None,  # None: the machine was busy
+    }
