@@ -7,6 +7,7 @@ They take `cost.StepTimes` (or anything with `seconds_per_1000_samples`,
 from __future__ import annotations
 
 from ..core.checks import Verdict, verdict
+from ..core.machine import MachineShare
 
 __all__ = [
     "communication_overlaps_backward",
@@ -35,12 +36,15 @@ def equal_effective_batch(times: list) -> Verdict:
     )
 
 
-def slower_than(slow, fast, claim: str) -> Verdict:
-    """`slow` takes longer per 1000 samples than `fast`."""
-    return verdict(slow.seconds_per_1000_samples > fast.seconds_per_1000_samples, claim)
+def slower_than(slow, fast, claim: str, machine: MachineShare | None = None) -> Verdict:
+    """`slow` takes longer per 1000 samples than `fast` (wall times: `machine` is what
+    other programs took of the ranks' cores while they ran)."""
+    return verdict(slow.seconds_per_1000_samples > fast.seconds_per_1000_samples, claim, machine)
 
 
-def no_sync_saves_no_syncs(naive, accumulated, tolerance: float = 0.15) -> Verdict:
+def no_sync_saves_no_syncs(
+    naive, accumulated, tolerance: float = 0.15, machine: MachineShare | None = None
+) -> Verdict:
     """At an equal effective batch, accumulating micro-batches under no_sync syncs as often
     per sample as naive DDP, so on a link-bound step it takes about as long."""
     ratio = accumulated.seconds_per_1000_samples / naive.seconds_per_1000_samples
@@ -48,6 +52,7 @@ def no_sync_saves_no_syncs(naive, accumulated, tolerance: float = 0.15) -> Verdi
         accumulated.syncs == naive.syncs and abs(ratio - 1) <= tolerance,
         f"at an equal effective batch no_sync makes as many syncs as naive DDP and takes its "
         f"time (within {tolerance:.0%}): it saves memory, not communication",
+        machine,
     )
 
 

@@ -61,6 +61,9 @@ def test_ddp_verdicts_fail_where_the_effect_is_absent():
     assert verdicts.no_sync_saves_no_syncs(naive, _T("no_sync", 0.41)).ok
     bigger_batch = _T("no_sync x8 at 8x the batch", 0.05, batch=256, syncs=4)
     assert not verdicts.no_sync_saves_no_syncs(naive, bigger_batch).ok
+    hog = MachineShare(cores=2, seconds=1.0, others_cores=1.0, machine_cores=2)
+    assert not verdicts.no_sync_saves_no_syncs(naive, bigger_batch, machine=hog).judged
+    assert not verdicts.slower_than(naive, bigger_batch, "slower", hog).judged
     assert verdicts.saving(naive, _T("fp16", 0.35)) == pytest.approx(0.05)
 
 
