@@ -45,8 +45,8 @@ class MachineShare:
 
     def __str__(self) -> str:
         return (
-            f"other programs used {self.others_cores:.2f} of {self.machine_cores} cores "
-            f"while {self.cores} ran this ({self.spare_cores:.2f} left to them)"
+            f"other programs used {self.others_cores:.2f} of the {self.machine_cores} cores "
+            f"while this ran on {self.cores} ({self.spare_cores:.2f} would not slow it)"
         )
 
 
