@@ -22,6 +22,7 @@ from torch.nn.utils import vector_to_parameters
 from ..allreduce import algorithms as collectives
 from ..core.errors import LaunchError
 from ..core.models import build
+from ..core.training import torch_threads
 from ..ranks.launch import RankFailure, launch
 from .server import ServerConfig, WorkerLost, gradient, initial_params, node, worker_batches
 
@@ -107,12 +108,15 @@ def traffic(sizes, data) -> dict[str, list[float]]:
 
 
 def evaluate(params: torch.Tensor, cfg, data, samples: int | None = None) -> tuple[float, float]:
-    """Test loss and accuracy of flattened `params` in the run's model."""
+    """Test loss and accuracy of flattened `params` in the run's model.
+
+    It runs in the notebook's kernel, on one thread like a rank (`serial_twin` says why).
+    """
     model = build(cfg.model, data.input_shape, data.num_classes, hidden=cfg.hidden, seed=cfg.seed)
     vector_to_parameters(params, model.parameters())
     x, y = data.test.tensors
     x, y = x[:samples], y[:samples]
-    with torch.no_grad():
+    with torch.no_grad(), torch_threads(1):
         logits = model(x)
         loss = nn.functional.cross_entropy(logits, y).item()
     return loss, (logits.argmax(1) == y).float().mean().item()
@@ -206,7 +210,15 @@ def serial_twin(cfg: ServerConfig, data, snapshots: list | None = None) -> torch
     """One process, each update on all workers' batches joined: what synchronous SGD computes.
 
     With a `snapshots` list, (update, parameters) is appended at the server's snapshot times.
+    It runs in the notebook's kernel on one thread: torch's default of one per core made
+    each of these small steps wait on a thread that a busy machine had descheduled, and a
+    0.2 s run took up to 18 s beside two CPU hogs (the lr sweep's cell passed 300 s).
     """
+    with torch_threads(1):
+        return _serial_steps(cfg, data, snapshots)
+
+
+def _serial_steps(cfg: ServerConfig, data, snapshots: list | None) -> torch.Tensor:
     params = initial_params(cfg, data.input_shape, data.num_classes)
     model = build(cfg.model, data.input_shape, data.num_classes, hidden=cfg.hidden, seed=cfg.seed)
     streams = [
