@@ -2,8 +2,8 @@
 
 A wall-clock verdict ("two trials side by side finish in little more than one") is only
 about the course's code if nothing else took the cores it ran on. So a real-clock
-measurement runs inside `watch`, which counts the CPU time the whole machine spent
-(`psutil.cpu_times`, steal included: a neighbour on the same host) against the CPU time of
+measurement runs inside `watch`, which counts the CPU time spent on the cores this process
+may run on (`psutil.cpu_times`, steal included: a neighbour on the same host) against that of
 this process and every process it started (`os.times` counts the children it reaped,
 psutil the ones still running). What is left is what other programs took, in cores: a
 CPU hog on a 2-core machine shows as 1.0. The measurement declares how many cores it
@@ -59,14 +59,29 @@ def machine_cores() -> int:
 
 
 def _machine_busy_seconds() -> float:
-    t = psutil.cpu_times()
-    return (
-        sum(t)
-        - t.idle
-        - getattr(t, "iowait", 0.0)
-        - getattr(t, "guest", 0.0)
-        - getattr(t, "guest_nice", 0.0)
-    )  # a guest's time is already counted in user
+    """Busy CPU seconds of the cores this process may run on, whoever used them.
+
+    On a shared host (a JupyterHub pod pinned to a few of its cores) the other cores'
+    tenants do not slow this process down, so only its own cores count.
+    """
+    return sum(_busy(t) for t in _own_cores_times())
+
+
+def _own_cores_times() -> list:
+    per_cpu = psutil.cpu_times(percpu=True)
+    try:
+        mine = sorted(os.sched_getaffinity(0))
+    except AttributeError:  # macOS: no pinning, every core is this process's
+        return per_cpu
+    if not per_cpu or mine[-1] >= len(per_cpu):  # offline cores renumber the list
+        return [psutil.cpu_times()]
+    return [per_cpu[i] for i in mine]
+
+
+def _busy(t) -> float:
+    idle = t.idle + getattr(t, "iowait", 0.0)
+    guests = getattr(t, "guest", 0.0) + getattr(t, "guest_nice", 0.0)  # counted in user too
+    return sum(t) - idle - guests
 
 
 def _own_seconds() -> tuple[float, dict[int, float]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import configparser
 import re
 import time
+from collections import namedtuple
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from course_utils.core import checks, machine
 from course_utils.core.machine import MachineShare
 
 SANITIZE = Path(__file__).parents[1] / "nbval_sanitize.cfg"
+CpuTimes = namedtuple("CpuTimes", "user idle")
 
 
 def share(others: float, cores: int = 2, machine_cores: int = 2) -> MachineShare:
@@ -62,6 +64,13 @@ def test_the_watched_process_own_work_is_not_counted_as_others():
     # other tests may run beside this one: what it took itself is at most what it ran
     assert w.share.seconds >= 0.3
     assert w.share.others_cores <= w.share.machine_cores
+
+
+def test_only_the_cores_this_process_may_run_on_count(monkeypatch):
+    cpu = [CpuTimes(user=busy, idle=10.0) for busy in (1.0, 2.0, 4.0, 8.0)]
+    monkeypatch.setattr(machine.psutil, "cpu_times", lambda percpu=False: cpu)
+    monkeypatch.setattr(machine.os, "sched_getaffinity", lambda pid: {1, 3}, raising=False)
+    assert machine._machine_busy_seconds() == 2.0 + 8.0  # a pod pinned to cores 1 and 3
 
 
 def test_a_quiet_measurement_is_taken_once(monkeypatch):
