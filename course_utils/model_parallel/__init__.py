@@ -8,7 +8,13 @@ notebook's claims as verdicts (`verdicts`).
 """
 
 from . import charts, exercises, verdicts
-from .bubble import HANDOFF_LINK, measure_bubble, real_compute_run, typical_run
+from .bubble import (
+    HANDOFF_LINK,
+    least_disturbed_steps,
+    measure_bubble,
+    real_compute_run,
+    typical_run,
+)
 from .charts import (
     activations_held,
     bubble_vs_microbatches,
@@ -43,6 +49,7 @@ __all__ = [
     "paced_note",
     "pipeline_timeline",
     "real_compute_run",
+    "least_disturbed_steps",
     "real_note",
     "run_pipeline",
     "serial_step",

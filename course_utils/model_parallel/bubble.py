@@ -20,7 +20,9 @@ from ..ranks import link as links
 from .pipeline import PipelineRun, mlp, run_pipeline
 from .schedules import BACKWARD, FORWARD, Timeline, bubble_formula, simulate
 
-__all__ = ["HANDOFF_LINK", "measure_bubble", "real_compute_run", "typical_run"]
+__all__ = [
+    "HANDOFF_LINK", "least_disturbed_steps", "measure_bubble", "real_compute_run", "typical_run",
+]  # fmt: skip
 
 HANDOFF_LINK = "100gbit,10us"  # the hand-offs between stages: NVLink-class, nearly free
 
@@ -54,6 +56,25 @@ def real_compute_run(
     forwards = [e.end - e.start for e in run.timeline.compute() if e.kind == FORWARD]
     run.timeline.slot = statistics.median(forwards)
     return run
+
+
+def least_disturbed_steps(
+    schedules: Sequence[str], stages: int, microbatches: int, *, repeats: int, **kwargs
+) -> dict[str, Timeline]:
+    """Each schedule's real-compute step (`real_compute_run`) with the fewest forwards out
+    of `repeats`, the schedules taking turns so that a busy stretch of the machine falls on
+    both. A moment another program takes a stage's core only lengthens a step, so the
+    least disturbed one is the schedule's own; one run each let 1F1B against GPipe come out
+    over 10% apart beside a CPU hog (`make stress`), though both take the same forwards."""
+    steps: dict[str, list[Timeline]] = {name: [] for name in schedules}
+    for _ in range(repeats):
+        for name in schedules:
+            run = real_compute_run(name, stages, microbatches, **kwargs)
+            steps[name].append(run.timeline)
+    return {
+        name: min(timelines, key=lambda tl: tl.in_slots(tl.makespan()))
+        for name, timelines in steps.items()
+    }
 
 
 def _grouped(model: torch.nn.Sequential, blocks: list[int]) -> torch.nn.Sequential:

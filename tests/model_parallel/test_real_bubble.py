@@ -144,3 +144,19 @@ def test_measure_bubble_keeps_the_least_idle_of_its_steps(monkeypatch):
     rows = bubble.measure_bubble(2, [1], width=8, micro_batch_size=2, repeats=3)
     assert rows[0]["measured"] == pytest.approx(0.5)  # not the median step's 0.6, nor 0.67
     assert _two_stage_step(stall=1.0).bubble_fraction() == pytest.approx(0.6)
+
+
+def test_least_disturbed_steps_keeps_each_schedules_step_with_the_fewest_forwards(monkeypatch):
+    from course_utils.model_parallel import bubble
+
+    made = []
+
+    def fake_run(schedule, stages, microbatches, **kwargs):
+        tl = Timeline(schedule, stages, microbatches, [Event(0, "F", 0, 0.0, 1.0 + len(made))])
+        made.append(schedule)
+        return type("Run", (), {"timeline": tl})()
+
+    monkeypatch.setattr(bubble, "real_compute_run", fake_run)
+    steps = bubble.least_disturbed_steps(("gpipe", "1f1b"), 1, 1, repeats=2, width=8)
+    assert made == ["gpipe", "1f1b", "gpipe", "1f1b"]  # taking turns
+    assert steps["gpipe"].makespan() == 1.0 and steps["1f1b"].makespan() == 2.0  # the first
