@@ -59,7 +59,7 @@ def _timed(step, steps: int) -> float:
         dist.barrier()
         start = links.restart()
         step()
-        elapsed = torch.tensor([time.perf_counter() - start], dtype=torch.float64)
+        elapsed = torch.tensor([time.perf_counter() - start], dtype=torch.float64, device=device())
         dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
         times.append(elapsed.item())
     return min(times[1:])

@@ -131,7 +131,8 @@ def _checksum_worker(cfg: RunConfig, every: int, steps: int, forget: int | None,
         if step % every:
             return
         flat = torch.nn.utils.parameters_to_vector(model.parameters()).detach().double()
-        mine = torch.stack([flat.sum(), (flat * torch.arange(len(flat))).sum() / len(flat)])
+        positions = torch.arange(len(flat), device=flat.device)
+        mine = torch.stack([flat.sum(), (flat * positions).sum() / len(flat)])
         sums = [torch.zeros_like(mine) for _ in range(dist.get_world_size())]
         dist.all_gather(sums, mine)
         seen = [torch.zeros_like(batches.seen) for _ in sums]
