@@ -22,16 +22,14 @@ import torch.distributed as dist
 
 from ..core.errors import BackendError
 from ..core.gpus import visible_gpus
+from ..core.machine import machine_cores
 
 BACKENDS = ("auto", "gloo", "nccl")
 
 
 def usable_cores() -> int:
     """Cores this process may run on (the affinity mask, not the machine's count)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS has no affinity mask
-        return os.cpu_count() or 1
+    return machine_cores()
 
 
 THREADS_VAR = "COURSE_THREADS_PER_RANK"
