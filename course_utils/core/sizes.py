@@ -103,7 +103,8 @@ class PipelineSizes:
     real_repeats: int = 2  # steps per M, each timed on the ranks' link clocks (CPU time +
     # waits); the least idle counts: a stage that the shared machine slowed for a moment
     # only ever adds idle time, and at M = 16 1% of imbalance adds 5% to the bubble
-    bubble_tolerance: float = 0.25
+    formula_up_to: int = 8  # the real-clock sweep's largest M: past it the bubble is a few
+    # points of the step, and the CPU a stage spends handing on is a good part of it
     tp_ranks: int = 2  # ranks a layer's neurons are split over
     tp_widths: tuple[int, ...] = (40, 64, 64, 64, 10)  # MNIST-1D in, 10 classes out
     tp_batch: int = 32

@@ -1,29 +1,29 @@
 """The pipeline bubble with real compute, against GPipe's (K-1)/(M+K-1) (target: within 15%).
 
 Equal stages of real layers (the profile's `real_width`), a backward about twice a forward,
-nothing padded with sleep; each rank times itself on its link clock (its CPU time plus its
-waits for the hand-offs), so the result does not depend on how many cores the stages
-share. Hand-offs cross `--link`. By default that is the link notebook 06 uses,
-`bubble.HANDOFF_LINK`, NVLink-class: pipeline stages hand off inside one server, and over
-the profile's 100 Mbit/s network a hand-off of these activations takes about 3 forwards,
-which the formula does not count (`--link 100mbit,5ms` shows that). Over the real link there
-is no link clock, so the stages are timed on the wall clock, which is a fair clock only
-with a core per stage (the output says whether there were). The formula assumes free
-hand-offs: over a link whose hand-off takes a good part of a forward the measured bubble
-is larger. Each row's `from_stages_and_link` plays the schedule out with the stages'
-measured op times and the link's time per hand-off: how much of a gap to the formula
-unequal stages and slow hand-offs explain (`meets_link_prediction`: the bubble and the
-step within 15% of it; `--stage-cost 1,2` makes the second stage twice as heavy, where only
-that prediction holds). `backward_over_forward` is reported, not judged: a backward does two
-matrix products to the forward's one, about 2 (2-core machines have shown 1.4 to 3.4).
-These figures were once test assertions; on a machine shared with other work they are
-benchmarks, not facts about the code.
+nothing padded with sleep. Two clocks, named in every row:
+- `--link real`: the stages hand off over the real link (gloo) and are timed on the wall
+  clock, which is fair only with a core per stage; the measurement is repeated while other
+  programs take the stages' cores (`core.machine`), and left unjudged (`meets_target: null`)
+  if they keep them. This is the run the design's target speaks of: K = 2 on 2 cores,
+  within 15% of the formula for M <= 8.
+- an emulated link (the default, `bubble.HANDOFF_LINK`, NVLink-class): the simulated clock,
+  each stage timed on its CPU time plus its waits, so the result does not depend on how
+  many cores the stages share. Over the profile's 100 Mbit/s network a hand-off of these
+  activations takes about 3 forwards, which the formula does not count (`--link
+  100mbit,5ms` shows that).
+Each row's `from_stages_and_link` plays GPipe's order out with every op's measured time and
+the median measured hand-off: how much of a gap to the formula unequal stages and slow
+hand-offs explain (`meets_link_prediction`: the bubble and the step within 15% of it, for
+every M; `--stage-cost 1,2` makes the second stage twice as heavy, where only that holds).
+`backward_over_forward` is reported, not judged: a backward does two matrix products to the
+forward's one, about 2 (2-core machines have shown 1.4 to 3.4). These figures were once test
+assertions; on a machine shared with other work they are benchmarks, not facts about the code.
 """
 
 from __future__ import annotations
 
-import os
-
+from ..core.machine import machine_cores, on_a_quiet_machine
 from ..ranks import link as links
 
 NAME = "pipeline"
@@ -66,20 +66,31 @@ def run(args) -> dict:
     width = args.width or sizes.real_width
     batch = args.micro_batch_size or sizes.real_micro_batch_size
     repeats = args.repeats or sizes.real_repeats
-    rows = measure_bubble(
-        args.stages, args.microbatches, width=width, micro_batch_size=batch,
-        repeats=repeats, schedule=args.schedule, link=link.spec if link.emulated else None,
-        stage_cost=args.stage_cost,
-    )  # fmt: skip
-    handoff = link.wire_seconds(batch * width * 4)  # one float32 activation
+    clock = "simulated" if link.emulated else "real"
+
+    def measure():
+        return measure_bubble(
+            args.stages, args.microbatches, width=width, micro_batch_size=batch,
+            repeats=repeats, schedule=args.schedule, link=link.spec if link.emulated else None,
+            stage_cost=args.stage_cost,
+        )  # fmt: skip
+
+    if link.emulated:
+        rows, machine = measure(), None
+    else:  # a wall-clock measurement needs every stage on a core of its own
+        rows, machine = on_a_quiet_machine(measure, cores=min(args.stages, machine_cores()))
+    judged = machine is None or not machine.busy
     for row in rows:
         row["relative_error"] = round(row["measured"] / row["predicted"] - 1, 4)
-        row["meets_target"] = abs(row["relative_error"]) <= TOLERANCE
         row["meets_link_prediction"] = (
             abs(row["measured"] / row["from_stages_and_link"] - 1) <= TOLERANCE
             and abs(row["step_over_played_out"] - 1) <= TOLERANCE
         )
-        row["handoff_over_forward"] = round(handoff / row.pop("forward_seconds"), 3)
+        row["meets_target"] = row["meets_link_prediction"] and (
+            row["microbatches"] > sizes.formula_up_to or abs(row["relative_error"]) <= TOLERANCE
+        )
+        row["handoff_over_forward"] = round(row["handoff_seconds"] / row.pop("forward_seconds"), 3)
+        row["handoff_seconds"] = round(row["handoff_seconds"], 6)
         for key in ("measured", "predicted", "from_stages_and_link", "step_over_played_out"):
             row[key] = round(row[key], 4)
         row["backward_over_forward"] = round(row["backward_over_forward"], 2)
@@ -87,9 +98,12 @@ def run(args) -> dict:
     return {
         "benchmark": NAME,
         "paced": False,
+        "clock": clock,
         "compute": "real layers, timed on each rank's "
-        + ("link clock (CPU time + waits)" if link.emulated else "wall clock"),
-        "stages_over_cores": args.stages > (os.cpu_count() or 1),
+        + ("link clock (CPU time + simulated waits)" if link.emulated else "wall clock"),
+        "stages_over_cores": args.stages > machine_cores(),
+        "others_cores": None if machine is None else round(machine.others_cores, 2),
+        "judged": judged,
         "schedule": args.schedule,
         "stages": args.stages,
         "stage_cost": args.stage_cost or [1] * args.stages,
@@ -97,17 +111,18 @@ def run(args) -> dict:
         "micro_batch_size": batch,
         "link": link.spec,
         "link_label": link.label,
-        "handoff_seconds": round(handoff, 6),
         "repeats": repeats,
         "rows": rows,
-        "target": f"measured bubble within {TOLERANCE:.0%} of (K-1)/(M+K-1) for every M "
-        "(the formula assumes free hand-offs and equal stages); bubble and step within "
-        f"{TOLERANCE:.0%} of the schedule played out with the stages' measured op times and "
-        "the link's hand-offs (meets_link_prediction)",
-        "meets_target": met,
-        "meets_link_prediction": all(r["meets_link_prediction"] for r in rows),
+        "target": f"measured bubble within {TOLERANCE:.0%} of (K-1)/(M+K-1) for M <= "
+        f"{sizes.formula_up_to} (the formula assumes free hand-offs and equal stages), and for "
+        f"every M bubble and step within {TOLERANCE:.0%} of the schedule played out with every "
+        "op's measured time and the measured hand-offs (meets_link_prediction)",
+        "meets_target": met if judged else None,  # None: other programs took the stages' cores
+        "meets_link_prediction": all(r["meets_link_prediction"] for r in rows) if judged else None,
         "why": None
         if met
+        else "not judged: other programs took the stages' cores"
+        if not judged
         else _why(max(r["handoff_over_forward"] for r in rows), link.emulated, args.stages),
     }
 
@@ -119,6 +134,6 @@ def _why(handoff_over_forward: float, emulated: bool, stages: int) -> str:
             f"a hand-off takes up to {handoff_over_forward:.2g} forwards on this link and the "
             "formula counts none; from_stages_and_link plays them out (try --link 100gbit,10us)"
         )
-    if not emulated and stages > (os.cpu_count() or 1):
+    if not emulated and stages > machine_cores():
         return "timed on the wall clock with more stages than cores: they took turns on the cores"
     return "the stages' op times differ: from_stages_and_link plays the schedule out with them"

@@ -4,26 +4,31 @@ Paced (`typical_run` with a slot): every op is padded with sleep to a slot, so a
 shows the schedule itself; the sleep replays it and proves nothing about a real pipeline,
 so no timing verdict rests on it. Real compute (`real_compute_run`, `measure_bubble`): equal
 stages of real layers, forward and backward as long as they really are (a backward does
-two matrix products to the forward's one), timed on each rank's link clock (its own CPU
-time plus its waits for the hand-offs, `ranks.link`), so 4 stages on 2 cores time as if
-each had a core: the scheduler cannot stretch one stage and call it a bubble.
+two matrix products to the forward's one), on one of two clocks. Simulated: each rank's
+link clock (its own CPU time plus its waits for the hand-offs over an emulated link,
+`ranks.link`), so 4 stages on 2 cores time as if each had a core. Real: the wall clock over
+the real link, with no more stages than cores (`on_the_real_clock`), judged only when other
+programs left the stages their cores.
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import torch
 
-from ..ranks import link as links
+from ..core.machine import MachineShare, machine_cores, on_a_quiet_machine
 from .pipeline import PipelineRun, mlp, run_pipeline
 from .schedules import BACKWARD, FORWARD, Timeline, bubble_formula, simulate
 
 __all__ = [
-    "HANDOFF_LINK", "least_disturbed_steps", "measure_bubble", "real_compute_run", "typical_run",
+    "HANDOFF_LINK", "least_disturbed_steps", "measure_bubble", "on_the_real_clock",
+    "real_clock_stages", "real_compute_run", "typical_run",
 ]  # fmt: skip
 
+T = TypeVar("T")
 HANDOFF_LINK = "100gbit,10us"  # the hand-offs between stages: NVLink-class, nearly free
 
 
@@ -61,20 +66,18 @@ def real_compute_run(
 def least_disturbed_steps(
     schedules: Sequence[str], stages: int, microbatches: int, *, repeats: int, **kwargs
 ) -> dict[str, Timeline]:
-    """Each schedule's real-compute step (`real_compute_run`) with the fewest forwards out
-    of `repeats`, the schedules taking turns so that a busy stretch of the machine falls on
-    both. A moment another program takes a stage's core only lengthens a step, so the
-    least disturbed one is the schedule's own; one run each let 1F1B against GPipe come out
-    over 10% apart beside a CPU hog (`make stress`), though both take the same forwards."""
+    """Each schedule's real-compute step (`real_compute_run`) that was shortest for its work
+    (`Timeline.step_over_work`) out of `repeats`, the schedules taking turns so that a busy
+    stretch of the machine falls on both. A moment another program takes a stage's core
+    only makes the others wait, so the least disturbed step is the schedule's own; one run
+    each let 1F1B against GPipe come out over 10% apart beside a CPU hog (`make stress`),
+    though both take the same time for the same work."""
     steps: dict[str, list[Timeline]] = {name: [] for name in schedules}
     for _ in range(repeats):
         for name in schedules:
             run = real_compute_run(name, stages, microbatches, **kwargs)
             steps[name].append(run.timeline)
-    return {
-        name: min(timelines, key=lambda tl: tl.in_slots(tl.makespan()))
-        for name, timelines in steps.items()
-    }
+    return {name: min(timelines, key=Timeline.step_over_work) for name, timelines in steps.items()}
 
 
 def _grouped(model: torch.nn.Sequential, blocks: list[int]) -> torch.nn.Sequential:
@@ -84,6 +87,21 @@ def _grouped(model: torch.nn.Sequential, blocks: list[int]) -> torch.nn.Sequenti
         out.append(torch.nn.Sequential(*children[at : at + n]))
         at += n
     return torch.nn.Sequential(*out)
+
+
+def real_clock_stages(stages: int) -> int:
+    """How many stages a wall-clock measurement may run: one per core this process may use,
+    at most `stages`, at least 2 (a pipeline of one stage has no bubble)."""
+    return max(2, min(stages, machine_cores()))
+
+
+def on_the_real_clock(measure: Callable[[int], T], stages: int) -> tuple[T, MachineShare]:
+    """`measure(k)` on the wall clock with k = `real_clock_stages(stages)`, and what other
+    programs took of the machine meanwhile: measured again, a few times at most, while they
+    took the stages' cores (`core.machine`), since then the wall clock shows the machine,
+    not the schedule."""
+    k = real_clock_stages(stages)
+    return on_a_quiet_machine(lambda: measure(k), k)
 
 
 def measure_bubble(
@@ -98,20 +116,22 @@ def measure_bubble(
     stage_cost: Sequence[float] | None = None,
 ) -> list[dict]:
     """Measured and predicted bubble fraction for each M, with real compute on blocks of
-    `width`, hand-offs over `link`. The measured one is the least idle of `repeats` steps:
-    a stage that the shared machine slows for a moment makes the others wait, so noise only
-    ever adds idle time (the least disturbed step is the schedule's, as `timeit` keeps the
-    fastest run).
+    `width`, hand-offs over `link` (`None`: the real link, on the wall clock). The measured
+    one is the least idle of `repeats` steps: a stage that the shared machine slows for a
+    moment makes the others wait, so noise only ever adds idle time (the least disturbed
+    step is the schedule's, as `timeit` keeps the fastest run).
 
-    Beside GPipe's formula, each row holds the bubble the schedule gives with the stages'
-    own measured op times and the link's time per hand-off (`from_stages_and_link`: unequal
-    stages and slow hand-offs make it larger), the measured step over that schedule's
-    (`step_over_played_out`), the stages' backward time over their forward time
-    (`backward_over_forward`: two matrix products to one, about 2) and the median forward
-    of one micro-batch on one stage (`forward_seconds`). `stage_cost` makes stages
-    unequal, as in `real_compute_run`.
+    Beside GPipe's formula, each row holds the bubble the schedule gives when played out
+    with every op's own measured time and the median measured hand-off
+    (`from_stages_and_link`: unequal stages and slow hand-offs make it larger, a pipeline
+    that waits where its schedule does not is measured above it), the measured step over
+    that schedule's (`step_over_played_out`), the stages' backward time over their forward
+    time (`backward_over_forward`: two matrix products to one, about 2), the median forward
+    of one micro-batch on one stage (`forward_seconds`), the median hand-off
+    (`handoff_seconds`), K (`stages`) and the clock the stages were timed on (`clock`: real
+    on the wall clock, fair only with a core per stage; simulated on the link clock).
+    `stage_cost` makes stages unequal, as in `real_compute_run`.
     """
-    handoff = links.parse(link).wire_seconds(micro_batch_size * width * 4)  # float32
     rows = []
     for m in microbatches:
         runs = [
@@ -127,7 +147,9 @@ def measure_bubble(
             for _ in range(repeats)
         ]
         tl = min((r.timeline for r in runs), key=Timeline.bubble_fraction)
-        played = simulate(schedule, stages, m, durations=tl.op_seconds(), handoff=handoff)
+        handoffs = tl.handoffs()
+        handoff = statistics.median(handoffs) if handoffs else 0.0
+        played = simulate(schedule, stages, m, per_op=tl.op_durations(), handoff=handoff)
         busy = {
             k: sum(e.end - e.start for e in tl.compute() if e.kind == k)
             for k in (FORWARD, BACKWARD)
@@ -141,6 +163,9 @@ def measure_bubble(
                 "step_over_played_out": tl.makespan() / played.makespan(),
                 "backward_over_forward": busy[BACKWARD] / busy[FORWARD],
                 "forward_seconds": tl.slot,
+                "handoff_seconds": handoff,
+                "clock": "real" if link is None else "simulated",
+                "stages": stages,
             }
         )
     return rows

@@ -9,6 +9,7 @@ from ..core.style import PALETTE, new_figure
 
 __all__ = [
     "activations_held",
+    "bubble_note",
     "bubble_vs_microbatches",
     "layer_traffic",
     "paced_note",
@@ -29,10 +30,19 @@ def paced_note(slot: float, micro_batch_size: int) -> str:
 
 
 def real_note(link_label: str) -> str:
-    """The subtitle of a real-compute chart: how it was timed, and over which link."""
+    """The subtitle of a real-compute chart on the simulated clock: how it was timed, and
+    over which link."""
     return (
-        "real compute, each stage timed on its link clock (CPU time + waits);\n"
+        "real compute, each stage timed on its simulated clock (CPU time + waits);\n"
         f"hand-offs over an {link_label}"
+    )
+
+
+def bubble_note(link_label: str) -> str:
+    """The subtitle of the bubble chart, which shows both clocks."""
+    return (
+        "real clock: wall time, a core per stage, hand-offs over the real link (gloo);\n"
+        f"simulated: CPU time + waits per stage, hand-offs over an {link_label}"
     )
 
 
@@ -101,35 +111,34 @@ def pipeline_timeline(timelines: dict, note: str | None = None):
     return fig
 
 
-def bubble_vs_microbatches(rows: list[dict], stages: int, subtitle: str = ""):
-    """Measured bubble fraction per M, with GPipe's (K-1)/(M+K-1) drawn through them; the
-    title says how far the measurements are from it. Neither legend nor title spells the
-    formula: notebook 06's exercise 1 asks for it."""
-    fig, (ax,) = new_figure(width=6.0)
-    ms = np.array([r["microbatches"] for r in rows])
-    grid = np.geomspace(ms.min(), ms.max(), 100)
-    ax.plot(
-        grid,
-        (stages - 1) / (grid + stages - 1),
-        color=PALETTE[0],
-        label=f"GPipe's prediction, K={stages}",
-    )
-    ax.plot(ms, [r["measured"] for r in rows], "o", color=PALETTE[3], label="measured")
+def bubble_vs_microbatches(runs: dict[str, list[dict]], subtitle: str = ""):
+    """Measured bubble fraction per M for each run (`measure_bubble`'s rows, which say their
+    clock and K), each with GPipe's (K-1)/(M+K-1) for its K drawn through it in its colour;
+    the title says, per run, how far the measurements are from it, in points of the step.
+    Neither legend nor title spells the formula: notebook 06's exercise 1 asks for it."""
+    fig, (ax,) = new_figure(width=6.5)
     ax.set_xscale("log", base=2)
-    ax.set_xticks(ms, [str(m) for m in ms])
+    lines = []
+    for n, (label, rows) in enumerate(runs.items()):
+        colour = PALETTE[(3 + 2 * n) % len(PALETTE)]
+        ms = np.array([r["microbatches"] for r in rows])
+        k = rows[0]["stages"]
+        grid = np.geomspace(ms.min(), ms.max(), 100)
+        ax.plot(grid, (k - 1) / (grid + k - 1), color=colour, alpha=0.6,
+                label=f"GPipe's prediction, K={k}")  # fmt: skip
+        ax.plot(ms, [r["measured"] for r in rows], "o", color=colour,
+                label=f"measured, {rows[0]['clock']} clock, K={k}")  # fmt: skip
+        worst = max(abs(r["measured"] - r["predicted"]) for r in rows)
+        lines.append(f"{label}, K = {k}: within {worst:.2f} of the step")
+        ax.set_xticks(ms, [str(m) for m in ms])
     ax.set_xlabel("micro-batches per batch, M")
     ax.set_ylabel("bubble (idle share of the stages' time)")
     ax.set_ylim(0, 1)
-    worst = max(
-        abs(r["measured"] * (m + stages - 1) / (stages - 1) - 1)
-        for m, r in zip(ms, rows, strict=True)
-    )
     ax.set_title(
-        f"K = {stages}, M = {ms.min()} to {ms.max()}: measured within {worst:.0%} of "
-        f"GPipe's prediction\n{subtitle}",
-        fontsize=9,
+        f"measured bubble against GPipe's prediction\n{'; '.join(lines)}\n{subtitle}",
+        fontsize=8,
     )
-    ax.legend()
+    ax.legend(fontsize=8)
     fig.tight_layout()
     plt.close(fig)  # shown once, as the cell's result
     return fig

@@ -10,7 +10,7 @@ starting a single process.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 FORWARD, BACKWARD, WAIT = "F", "B", "wait"
@@ -141,6 +141,36 @@ class Timeline:
             for s in range(self.stages)
         ]
 
+    def step_over_work(self) -> float:
+        """The step over the work one stage does in it (its mean busy time): (M+K-1)/M for
+        GPipe or 1F1B with equal stages and free hand-offs, whatever an op costs, so that a
+        schedule whose ops run a little faster or slower (or a machine that does) compares
+        fairly with another."""
+        return self.makespan() / (sum(map(self.busy, range(self.stages))) / self.stages)
+
+    def op_durations(self) -> dict[tuple[int, str, int], float]:
+        """Every op's own duration, by (stage, kind, micro-batch): what `simulate(per_op=...)`
+        plays a schedule out with, so that an op the machine slowed is slow in both."""
+        return {(e.stage, e.kind, e.microbatch): e.end - e.start for e in self.compute()}
+
+    def handoffs(self) -> list[float]:
+        """How long each hand-off took that its receiver was already waiting for: from the
+        end of the sender's op to the end of the wait (sending, the wire, receiving).
+        A hand-off that landed before its receiver asked shows no time, so it is left out."""
+        ends = {(e.stage, e.kind, e.microbatch): e.end for e in self.compute()}
+        seconds = []
+        for s in range(self.stages):
+            mine = [e for e in self.events if e.stage == s]
+            for wait, op in zip(mine, mine[1:], strict=False):
+                if wait.kind != WAIT or op.kind == WAIT:
+                    continue
+                source = (s - 1, FORWARD, op.microbatch) if op.kind == FORWARD else (
+                    s + 1, BACKWARD, op.microbatch)  # fmt: skip
+                sent = ends.get(source)
+                if sent is not None and wait.start <= sent:
+                    seconds.append(wait.end - sent)
+        return seconds
+
     def idle(self, stage: int) -> float:
         """How long `stage` sat idle during the step. A measured run records each wait for a
         hand-off: idle is those waits, plus the time before the stage's first op and after
@@ -179,12 +209,14 @@ def simulate(
     weights: tuple[float, ...] | None = None,
     orders: list[list[Op]] | None = None,
     durations: Sequence[tuple[float, float]] | None = None,
+    per_op: Mapping[tuple[int, str, int], float] | None = None,
     handoff: float = 0.0,
 ) -> Timeline:
     """Play a schedule out with ideal timings: no communication cost, ops of fixed length.
 
     `weights` scales each stage's op time (2 = a stage twice as heavy); `durations` gives
-    each stage's forward and backward seconds instead (measured ones). `handoff` is the
+    each stage's forward and backward seconds instead (measured ones), `per_op` each op's
+    own, by (stage, kind, micro-batch) as `Timeline.op_durations` gives. `handoff` is the
     time a result takes to reach the next stage; a stage's results leave one after another,
     as over one network link. `orders` replaces
     the schedule's own order per stage, which is how a learner's order is tried. An order
@@ -201,6 +233,11 @@ def simulate(
     if orders is None:
         orders = [sched.order(s, stages, microbatches) for s in range(stages)]
     orders = [check_order(o, microbatches, s) for s, o in enumerate(orders)]
+    if per_op is not None:
+        missing = [f"stage {s} {k}{i}" for s, o in enumerate(orders) for k, i in o
+                   if (s, k, i) not in per_op]  # fmt: skip
+        if missing:
+            raise ValueError(f"per_op has no duration for {', '.join(missing[:3])}.")
     sent: dict[tuple[int, str, int], float] = {}  # (stage, kind, i) -> when its result leaves
     pending: list[list[tuple[str, int]]] = [[] for _ in range(stages)]
     pos, free, wire, events = [0] * stages, [0.0] * stages, [0.0] * stages, []
@@ -215,7 +252,9 @@ def simulate(
                 if needs_peer and source not in sent:
                     break
                 start = max(free[s], sent[source] if needs_peer else 0.0)
-                end = start + durations[s][kind == BACKWARD]
+                end = start + (
+                    per_op[(s, kind, i)] if per_op is not None else durations[s][kind == BACKWARD]
+                )
                 events.append(Event(s, kind, i, start, end))
                 free[s], pos[s], progress = end, pos[s] + 1, True
                 pending[s].append((kind, i))

@@ -141,12 +141,16 @@ def test_charts_take_plain_data_and_compute_their_titles():
     from course_utils.model_parallel import charts as plots
 
     timelines = {"GPipe": simulate("gpipe", 3, 4), "1F1B": simulate("1f1b", 3, 4)}
-    rows = [{"microbatches": m, "measured": bubble_formula(3, m)} for m in (1, 2, 4)]
+    rows = {
+        label: [{"microbatches": m, "measured": (1 + e) * bubble_formula(k, m), "stages": k,
+                 "predicted": bubble_formula(k, m), "clock": clock} for m in (1, 2, 4)]
+        for label, k, e, clock in (("real", 2, 0.1, "real"), ("simulated", 4, 0.0, "simulated"))
+    }  # fmt: skip
     peaks = {k: tuple(n * 2**20 for n in t.peak_activations) for k, t in timelines.items()}
     figures = [
         plots.pipeline_timeline(timelines, note=plots.paced_note(0.04, 8)),
         plots.pipeline_timeline({"naive": simulate("naive", 3, 4), **timelines}),
-        plots.bubble_vs_microbatches(rows, 3),
+        plots.bubble_vs_microbatches(rows, plots.bubble_note("emulated link")),
         plots.activations_held(peaks, {k: t.peak_activations for k, t in timelines.items()}, 4),
         plots.layer_traffic(
             {
@@ -160,12 +164,16 @@ def test_charts_take_plain_data_and_compute_their_titles():
     titles = [f._suptitle.get_text() for f in figures[:2]] + [
         f.axes[0].get_title() for f in figures[3:]
     ]
+    bubble_title = figures[2].axes[0].get_title()
+    assert bubble_title.startswith("measured bubble against GPipe's prediction\nreal, K = 2: ")
+    assert "within 0.05 of the step; simulated, K = 4: within 0.00 of the step" in bubble_title
+    assert "real clock: wall time" in bubble_title
     assert titles[0] == "1F1B takes as long as GPipe (12.0 against 12.0 slots)"
     assert titles[1] == "1F1B takes 0.50x as long as naive (12.0 against 24.0 slots)"
     assert titles[2].startswith("M = 4: at most 3.0 MiB held on a stage with 1F1B, 4.0 MiB")
     assert titles[3] == "column_row: 2 collectives against 4, 50% of every_layer's wire bytes"
     assert "paced by sleep, an illustration" in plots.paced_note(0.04, 8)
-    assert "link clock" in plots.real_note("emulated 1 Gbit/s link, α = 1 ms")
+    assert "simulated clock" in plots.real_note("emulated 1 Gbit/s link, α = 1 ms")
 
 
 def test_bench_reports_measured_and_predicted_bubble_per_m_with_real_compute():
@@ -190,6 +198,28 @@ def test_bench_reports_measured_and_predicted_bubble_per_m_with_real_compute():
     assert result["meets_target"] == all(r["meets_target"] for r in result["rows"])
     assert "15%" in result["target"]
     assert (result["why"] is None) == result["meets_target"]
+    assert result["clock"] == "simulated" and result["judged"] is True
+
+
+def test_bench_on_the_real_link_is_not_judged_when_the_machine_was_busy(monkeypatch):
+    import argparse
+
+    from course_utils.core.machine import MachineShare
+    from course_utils.model_parallel import bench, bubble
+
+    row = {"clock": "real", "microbatches": 2, "measured": 0.9, "predicted": 1 / 3,
+           "from_stages_and_link": 0.3, "step_over_played_out": 2.0, "backward_over_forward": 2.0,
+           "forward_seconds": 0.01, "handoff_seconds": 0.0}  # fmt: skip
+    monkeypatch.setattr(bubble, "measure_bubble", lambda *a, **kw: [dict(row)])
+    busy = MachineShare(cores=2, seconds=3.0, others_cores=1.0, machine_cores=2)
+    monkeypatch.setattr(bench, "on_a_quiet_machine", lambda measure, cores: (measure(), busy))
+    parser = argparse.ArgumentParser()
+    bench.add_arguments(parser)
+    args = ["--link", "real", "--stages", "2", "--microbatches", "2"]
+    result = bench.run(parser.parse_args(args))
+    assert result["clock"] == "real" and result["rows"][0]["clock"] == "real"
+    assert result["judged"] is False and result["meets_target"] is None
+    assert result["why"].startswith("not judged")
 
 
 def test_bench_link_defaults_to_the_notebook_s_stage_to_stage_link(monkeypatch):

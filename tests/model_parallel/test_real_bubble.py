@@ -146,17 +146,71 @@ def test_measure_bubble_keeps_the_least_idle_of_its_steps(monkeypatch):
     assert _two_stage_step(stall=1.0).bubble_fraction() == pytest.approx(0.6)
 
 
-def test_least_disturbed_steps_keeps_each_schedules_step_with_the_fewest_forwards(monkeypatch):
+def test_least_disturbed_steps_keeps_each_schedules_shortest_step_for_its_work(monkeypatch):
     from course_utils.model_parallel import bubble
 
     made = []
 
     def fake_run(schedule, stages, microbatches, **kwargs):
-        tl = Timeline(schedule, stages, microbatches, [Event(0, "F", 0, 0.0, 1.0 + len(made))])
+        late = 1.0 + len(made)  # stage 1 starts later every run: a longer step, same work
+        events = [Event(0, "F", 0, 0.0, 1.0), Event(1, "F", 0, late, late + 1.0)]
         made.append(schedule)
-        return type("Run", (), {"timeline": tl})()
+        return type("Run", (), {"timeline": Timeline(schedule, 2, microbatches, events)})()
 
     monkeypatch.setattr(bubble, "real_compute_run", fake_run)
-    steps = bubble.least_disturbed_steps(("gpipe", "1f1b"), 1, 1, repeats=2, width=8)
+    steps = bubble.least_disturbed_steps(("gpipe", "1f1b"), 2, 1, repeats=2, width=8)
     assert made == ["gpipe", "1f1b", "gpipe", "1f1b"]  # taking turns
-    assert steps["gpipe"].makespan() == 1.0 and steps["1f1b"].makespan() == 2.0  # the first
+    assert steps["gpipe"].makespan() == 2.0 and steps["1f1b"].makespan() == 3.0  # the first
+    assert steps["gpipe"].step_over_work() == 2.0
+
+
+def test_step_over_work_is_the_same_for_gpipe_and_1f1b_whatever_an_op_costs():
+    for f, b in ((1.0, 1.0), (1.0, 2.0), (3.0, 7.0)):
+        gpipe = simulate("gpipe", 4, 8, forward=f, backward=b).step_over_work()
+        assert gpipe == pytest.approx((8 + 4 - 1) / 8)
+        assert simulate("1f1b", 4, 8, forward=f, backward=b).step_over_work() == gpipe
+    assert simulate("naive", 4, 8).step_over_work() == pytest.approx(4.0)  # one stage at a time
+
+
+def test_simulate_plays_each_op_out_with_its_own_time():
+    tl = simulate("gpipe", 2, 2, durations=[(1.0, 2.0), (1.0, 2.0)])
+    slow = {**tl.op_durations(), (0, "F", 1): 3.0}  # one forward the machine slowed
+    played = simulate("gpipe", 2, 2, per_op=slow)
+    assert played.makespan() == tl.makespan() + 2.0
+    assert simulate("gpipe", 2, 2, per_op=tl.op_durations()).events == tl.events
+    with pytest.raises(ValueError, match="no duration for stage 1 B0"):
+        simulate("gpipe", 2, 2, per_op={k: v for k, v in slow.items() if k != (1, "B", 0)})
+
+
+def test_handoffs_count_only_what_a_waiting_receiver_waited_for():
+    events = [
+        Event(0, "F", 0, 0.0, 1.0),
+        Event(0, "F", 1, 1.0, 2.0),
+        Event(1, "wait", -1, 0.0, 1.25),  # waited from before F0 ended: 0.25 s hand-off
+        Event(1, "F", 0, 1.25, 2.25),
+        Event(1, "wait", -1, 2.3, 2.3),  # F1 had landed already: no hand-off seen
+        Event(1, "F", 1, 2.3, 3.3),
+    ]
+    assert Timeline("gpipe", 2, 2, events).handoffs() == [0.25]
+    assert simulate("gpipe", 2, 2).handoffs() == []  # played out on paper: no waits
+
+
+def test_a_pipeline_that_waits_where_its_schedule_does_not_is_measured_above_the_play_out():
+    """The broken variant of the played-out check: a pipeline that passes results on only
+    after its whole forward pass (the naive schedule's sends) judged as GPipe."""
+    from course_utils.model_parallel import verdicts
+
+    def row(tl):
+        played = simulate("gpipe", 4, 8, per_op=tl.op_durations())
+        return {"clock": "simulated", "microbatches": 8, "measured": tl.bubble_fraction(),
+                "from_stages_and_link": played.bubble_fraction()}  # fmt: skip
+
+    assert verdicts.bubble_explained_by_stage_times([row(simulate("gpipe", 4, 8))])
+    assert not verdicts.bubble_explained_by_stage_times([row(simulate("naive", 4, 8))])
+
+
+def test_measured_rows_name_their_clock_and_the_measured_handoff():
+    emulated = measure_bubble(2, [2], width=64, micro_batch_size=8)
+    real = measure_bubble(2, [2], width=64, micro_batch_size=8, link=None)
+    assert emulated[0]["clock"] == "simulated" and real[0]["clock"] == "real"
+    assert all(r["handoff_seconds"] >= 0 for r in emulated + real)

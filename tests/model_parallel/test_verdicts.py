@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from course_utils.core.machine import MachineShare
 from course_utils.model_parallel import verdicts as v
 from course_utils.model_parallel.schedules import simulate
 
@@ -43,9 +46,10 @@ def test_pairing_verdicts_fail_when_pairing_saves_nothing():
     assert not v.pairing_halves_collectives({"every_layer": 8, "column_row": 6})
 
 
-def _rows(measured, m=(1, 2, 4, 8, 16), k=4):
+def _rows(measured, m=(1, 2, 4, 8, 16), k=4, clock="simulated"):
     return [
         {
+            "clock": clock,
             "microbatches": n,
             "measured": x,
             "predicted": (k - 1) / (n + k - 1),
@@ -69,11 +73,37 @@ def test_bubble_verdicts_fail_without_their_effect():
     assert not v.bubble_explained_by_stage_times(slow_link)
 
 
+def test_bubble_verdicts_name_their_clock_and_judge_only_up_to_the_m_asked(capsys):
+    real = _rows([0.5, 0.34, 0.2, 0.112, 0.09], k=2, clock="real")  # M = 16: 53% over
+    assert v.bubble_matches(real, up_to=8)
+    assert "real clock:" in capsys.readouterr().out
+    assert not v.bubble_matches(real)
+    assert not v.bubble_matches(real, up_to=0)  # nothing judged is no evidence
+    assert not v.bubble_matches(_rows([0.5, 0.34, 0.2, 0.2, 0.09], k=2, clock="real"), up_to=8)
+    with pytest.raises(ValueError, match="different clocks"):
+        v.bubble_shrinks(real[:2] + _rows([0.2], m=(4,), k=2))
+
+
+def test_bubble_verdicts_on_the_real_clock_are_not_judged_on_a_busy_machine(capsys):
+    busy = MachineShare(cores=2, seconds=5.0, others_cores=1.0, machine_cores=2)
+    flat = _rows([0.5, 0.5, 0.5, 0.5, 0.5], k=2, clock="real")
+    for check in (v.bubble_matches, v.bubble_shrinks, v.bubble_explained_by_stage_times,
+                  v.bubble_never_below_formula):  # fmt: skip
+        result = check(flat, machine=busy)
+        assert not result.judged
+    assert not v.same_step_time(1.3, 1.0, machine=busy).judged
+    out = capsys.readouterr().out
+    assert out.count("not judged") == 5 and "real clock: with real compute 1F1B's step" in out
+
+
 def test_1f1b_verdicts_fail_when_it_holds_as_much_as_gpipe():
     mb = 4 << 20
     gpipe, f1b = (8, 8, 8, 8), (4, 3, 2, 1)
     assert v.same_step_time(1.02, 1.0)
     assert not v.same_step_time(1.3, 1.0)
+    quiet = MachineShare(cores=2, seconds=3.0, others_cores=0.1, machine_cores=2)
+    assert v.same_step_time(1.02, 1.0, machine=quiet)
+    assert not v.same_step_time(1.3, 1.0, machine=quiet)
     assert all(v.f1b_holds_fewer(gpipe, f1b, 8))
     assert [bool(x) for x in v.f1b_holds_fewer(gpipe, gpipe, 8)] == [True, False]
     assert not v.f1b_holds_fewer(f1b, f1b, 8)[0]
