@@ -2,13 +2,14 @@
 
 Parameter server, tree, butterfly and ring (`algorithms`), traced round by round and timed
 against `dist.all_reduce` (`runs`, `explorer`), and compared with the alpha-beta cost
-model fitted on the learner's machine (`cost_model`), over an emulated network
-(`ranks.link`) whose wire, not the shared cores, sets the time (`verdicts`, `link_charts`,
-`dial`).
+model (`cost_model`): on the real link with a core per rank, and in the network simulator
+(`network`), which N ranks on 2 cores wait on like N machines (`verdicts`, `link_charts`,
+`dial`). `simulator_check` is why the simulator may be trusted: set to the link fitted
+here, it gives the real link's times.
 """
 
-from ..ranks import link
-from . import charts, cost_model, exercises, verdicts
+from ..network import wire as link
+from . import charts, cost_model, exercises, simulator_check, verdicts
 from .algorithms import ALGORITHMS
 from .charts import (
     allreduce_round,
@@ -20,7 +21,7 @@ from .charts import (
 from .dial import link_dial
 from .exercises import check_ring, check_tree
 from .explorer import step_through
-from .link_charts import bus_bandwidth_sweep, real_beside_emulated, time_against_ranks
+from .link_charts import bus_bandwidth_sweep, simulator_against_real, time_against_ranks
 from .runs import BUILTIN, compare_with_builtin, pingpong, time_allreduce, traced_run
 
 __all__ = [
@@ -41,7 +42,8 @@ __all__ = [
     "link_dial",
     "pingpong",
     "pingpong_fit",
-    "real_beside_emulated",
+    "simulator_against_real",
+    "simulator_check",
     "step_through",
     "time_against_ranks",
     "time_allreduce",

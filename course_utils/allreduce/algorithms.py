@@ -6,7 +6,7 @@ everything through rank 0; the tree reduces up a binary tree and broadcasts back
 the butterfly (recursive doubling) has every rank swap with a partner log2 N times; the
 ring passes one chunk per step to the right neighbour. Because they use only send/recv
 (isend/irecv), they run unchanged on gloo (CPU) and NCCL (GPU). They send through
-`ranks.link`, so inside `link.active(...)` every message pays an emulated wire time.
+`network.wire`, so inside `link.active(...)` every message pays an emulated wire time.
 
 Pass a `Trace` to see what an algorithm did on this rank: its rounds, what it sent to and
 received from whom, and (for small demos) its tensor after every round.
@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-from ..ranks.link import irecv, isend, post, recv, send
+from ..network.wire import irecv, isend, post, recv, send
 from .trace import QUIET, Trace
 
 __all__ = [
@@ -67,7 +67,7 @@ def parameter_server_allreduce(t: torch.Tensor, trace: Trace | None = None) -> t
     n = flat.numel()
     log.next_round("gather: every worker sends its tensor to the server (rank 0)")
     if rank == 0:
-        incoming = torch.empty_like(flat)
+        incoming = _scratch(n, flat)
         for worker in range(1, world):
             recv(incoming, worker)
             flat.add_(incoming)
@@ -104,7 +104,7 @@ def tree_allreduce(t: torch.Tensor, trace: Trace | None = None) -> torch.Tensor:
     children = [c for c in (2 * node + 1, 2 * node + 2) if c < world]
     child_ranks = [world - 1 - c for c in children]
     parent_rank = world - 1 - (node - 1) // 2 if node else None
-    incoming = [torch.empty_like(flat) for _ in children]
+    incoming = [_scratch(n, flat, slot) for slot in range(len(children))]
     for level in range(levels, 0, -1):  # the deepest level sends first
         log.next_round(f"reduce: depth {level} sends its partial sum up")
         if depth == level:
@@ -142,7 +142,7 @@ def butterfly_allreduce(t: torch.Tensor, trace: Trace | None = None) -> torch.Te
     n = flat.numel()
     p = 1 << (world.bit_length() - 1)
     extra = world - p
-    incoming = torch.empty_like(flat) if rank < p else None
+    incoming = _scratch(n, flat) if rank < p else None
     if extra:
         log.next_round(f"fold in: ranks {p}..{world - 1} hand their tensor to rank - {p}")
         if rank >= p:
@@ -205,11 +205,12 @@ def ring_allreduce(t: torch.Tensor, trace: Trace | None = None) -> torch.Tensor:
 _SCRATCH: dict = {}
 
 
-def _scratch(numel: int, like: torch.Tensor) -> torch.Tensor:
-    """The ring's receive buffer, kept between calls (one ring at a time per process): a
-    fresh one takes a page fault per 4 KiB on first use, which made a 64 MiB ring on 2
-    ranks about 2x slower than gloo's own, whose buffers are reused."""
-    key = (like.dtype, like.device)
+def _scratch(numel: int, like: torch.Tensor, slot: int = 0) -> torch.Tensor:
+    """A receive buffer kept between calls (one allreduce at a time per process; a tree
+    node needs one per child: `slot`): a fresh one takes a page fault per 4 KiB on first
+    use, which made a 64 MiB ring on 2 ranks about 2x slower than gloo's own, whose
+    buffers are reused."""
+    key = (like.dtype, like.device, slot)
     if key not in _SCRATCH or _SCRATCH[key].numel() < numel:
         _SCRATCH[key] = torch.empty(numel, dtype=like.dtype, device=like.device)
     return _SCRATCH[key][:numel]

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import statistics
 
-from ..ranks import link as links
+from ..network import wire as links
 from .algorithms import ALGORITHMS
 
 NAME = "allreduce"

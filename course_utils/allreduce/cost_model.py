@@ -10,8 +10,7 @@ can move (Patarasuk & Yuan 2009), so its bandwidth term is the floor every algor
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from ..network.fit import AlphaBeta, fit_alpha_beta
 from .algorithms import chunk_bounds, known
 
 __all__ = [
@@ -23,21 +22,6 @@ __all__ = [
     "predicted_seconds",
     "rounds",
 ]
-
-
-@dataclass(frozen=True)
-class AlphaBeta:
-    """Latency per message (seconds) and time per byte (seconds), fitted from a ping-pong."""
-
-    alpha: float
-    beta: float
-
-    @property
-    def bandwidth_gb_s(self) -> float:
-        return 1e-9 / self.beta if self.beta > 0 else float("inf")
-
-    def message_seconds(self, nbytes: float) -> float:
-        return self.alpha + nbytes * self.beta
 
 
 def _levels(world: int) -> int:
@@ -157,18 +141,3 @@ def crossover_bytes(
         mid = (lo * hi) ** 0.5
         lo, hi = (lo, mid) if finish_wins(mid) else (mid, hi)
     return hi
-
-
-def fit_alpha_beta(nbytes: list[int], seconds: list[float]) -> AlphaBeta:
-    """alpha from the smallest message, beta from the slope up to the largest.
-
-    A least-squares line would let the large messages swamp alpha (even make it
-    negative); the two ends of a ping-pong pin down what each parameter means.
-    """
-    if len(nbytes) < 2 or len(nbytes) != len(seconds):
-        raise ValueError("fit_alpha_beta needs at least two (size, time) pairs of equal length.")
-    pairs = sorted(zip(nbytes, seconds, strict=True))
-    (n0, t0), (n1, t1) = pairs[0], pairs[-1]
-    beta = max((t1 - t0) / (n1 - n0), 1e-15)
-    alpha = max(t0 - n0 * beta, 1e-9)
-    return AlphaBeta(alpha=alpha, beta=beta)

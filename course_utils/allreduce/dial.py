@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt
 from matplotlib._pylab_helpers import Gcf
 
 from ..core.style import PALETTE
-from ..ranks.link import Link
+from ..network.wire import Link
 from .algorithms import ALGORITHMS
 from .charts import _label, legend_outside
 from .cost_model import AlphaBeta, crossover_bytes, predicted_seconds

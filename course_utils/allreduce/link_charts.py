@@ -1,4 +1,4 @@
-"""Charts of the link lessons: time against N, the real link beside the emulated one, busbw.
+"""Charts of the link lessons: time against N, the simulator against the real link, busbw.
 
 Each takes plain tables of measured seconds and computes its title from them; the link a
 chart was measured on goes in its subtitle.
@@ -12,7 +12,7 @@ from ..core.style import PALETTE, new_figure
 from .charts import _label, legend_outside
 from .verdicts import bus_bandwidth, growth
 
-__all__ = ["bus_bandwidth_sweep", "real_beside_emulated", "time_against_ranks"]
+__all__ = ["bus_bandwidth_sweep", "simulator_against_real", "time_against_ranks"]
 
 
 def _growth_axes(ax, by_n: dict, index: int) -> dict:
@@ -46,24 +46,26 @@ def time_against_ranks(by_n: dict, nbytes: int, index: int = -1, subtitle: str =
     return fig
 
 
-def real_beside_emulated(real: dict, emulated: dict, nbytes: int, label: str, cores: int):
-    """The same allreduces timed on the real loopback link and on the emulated one.
-
-    On the real link N ranks share `cores` cores, so what grows with N is the scheduler's
-    work; on the emulated link each message waits (sleeping) for its wire.
-    """
-    fig, axes = new_figure(2, width=4.6, height=3.8)
-    grown_real = _growth_axes(axes[0], real, -1)
-    grown_emulated = _growth_axes(axes[1], emulated, -1)
-    axes[0].set_ylabel(f"time per allreduce of {nbytes:,} bytes (s)")
-    axes[0].set_title(f"real loopback link, {cores} cores shared", fontsize=9)
-    axes[1].set_title(label, fontsize=9)
-    legend_outside(axes[1])
-    worlds = sorted(emulated)
-    fig.suptitle(
-        f"The ring from N = {worlds[0]} to {worlds[-1]}: x{grown_real['ring']:.1f} on the real "
-        f"link, x{grown_emulated['ring']:.1f} on the emulated one",
-        fontsize=10,
+def simulator_against_real(check: dict, nbytes: list, world: int):
+    """Each algorithm's real time (wall clock, a core per rank) and its time in the
+    simulator set to the link fitted here (`simulator_check.against_the_real_link`),
+    titled with the spread of simulated / real."""
+    fig, (ax,) = new_figure(width=7.0, height=4.0)
+    ratios = []
+    for i, (name, real) in enumerate(check["real"].items()):
+        simulated = check["simulated"][name]
+        ax.loglog(nbytes, real, "o-", color=PALETTE[i], label=f"{_label(name)}, real")
+        ax.loglog(nbytes, simulated, "s--", color=PALETTE[i], label=f"{_label(name)}, simulated")
+        ratios += [s / r for s, r in zip(simulated, real, strict=True)]
+    ax.set_xlabel("message size (bytes)")
+    ax.set_ylabel("time per allreduce (s)")
+    legend_outside(ax, fontsize=7)
+    ordered = sorted(ratios)
+    median = (ordered[len(ordered) // 2] + ordered[~(len(ordered) // 2)]) / 2
+    ax.set_title(
+        f"N = {world}: simulated / real from {ordered[0]:.2f} to {ordered[-1]:.2f} "
+        f"(median {median:.2f})\nreal clock: gloo on loopback; {check['link'].label}",
+        fontsize=9,
     )
     fig.tight_layout()
     plt.close(fig)
@@ -89,7 +91,7 @@ def bus_bandwidth_sweep(curves: dict, world: int, link_rate: float | None = None
             half = next(n for n, b in zip(sizes, busbw, strict=True) if b >= busbw[-1] / 2)
             peaks[link.split(",")[0]] = (busbw[-1], sizes[-1], half)
     if link_rate:
-        ax.axhline(link_rate / 1e6, color="grey", ls=":", label="emulated link's bandwidth")
+        ax.axhline(link_rate / 1e6, color="grey", ls=":", label="simulated link's bandwidth")
     ax.set_xlabel("message size (bytes)")
     ax.set_ylabel("bus bandwidth (MB/s)")
     legend_outside(ax)

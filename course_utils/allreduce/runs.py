@@ -7,12 +7,10 @@ are the `_on_rank` functions below it.
 
 from __future__ import annotations
 
-import time
-
 import torch
 import torch.distributed as dist
 
-from ..ranks import link as links
+from ..network import wire as links
 from ..ranks.bootstrap import device
 from ..ranks.launch import launch
 from .algorithms import ALGORITHMS, Trace, known
@@ -129,26 +127,31 @@ def _pingpong_on_rank(nbytes: tuple, repeats: int, link: links.Link) -> list[flo
 
 
 def _pingpong_times(nbytes: tuple, repeats: int) -> list[float]:
+    """On the real link, several round trips back to back per run (the first message
+    after a barrier also wakes a sleeping peer); over a simulated one, one (its clock
+    already charges each message exactly). Timed from when this rank leaves the barrier."""
     rank = dist.get_rank()
-    out = []
-    for n in nbytes:
-        buf = torch.zeros(max(1, n // 4), dtype=torch.float32, device=device())
-        times = []
-        for i in range(repeats + 1):
+    clock = links.timer()
+    round_trips = 1 if links.current().emulated else 8
+    buffers = [torch.zeros(max(1, n // 4), dtype=torch.float32, device=device()) for n in nbytes]
+    times = [[] for _ in nbytes]
+    for i in range(repeats + 1):  # every size in turn; the first pass warms them all up
+        for k, buf in enumerate(buffers):
             dist.barrier()
-            start = links.restart()
-            if rank == 0:
-                links.send(buf, 1)
-                links.recv(buf, 1)
-            else:
-                links.recv(buf, 0)
-                links.send(buf, 0)
+            links.restart()
+            start = clock()
+            for _ in range(round_trips):
+                if rank == 0:
+                    links.send(buf, 1)
+                    links.recv(buf, 1)
+                else:
+                    links.recv(buf, 0)
+                    links.send(buf, 0)
             if buf.is_cuda:  # NCCL returns before the GPU has moved the bytes
                 torch.cuda.synchronize()
-            if i:  # the first is a warm-up
-                times.append((time.perf_counter() - start) / 2)
-        out.append(min(times))
-    return out
+            if i:
+                times[k].append((clock() - start) / (2 * round_trips))
+    return [min(t) for t in times]
 
 
 def time_allreduce(
@@ -219,7 +222,8 @@ def _time_once(name: str, x: torch.Tensor) -> float:
     clock = links.timer()
     work = x.clone()
     dist.barrier()
-    start = links.restart()
+    links.restart()  # every rank's clock from one moment; the time starts as it leaves
+    start = clock()
     if name == BUILTIN:
         links.all_reduce(work)
     else:

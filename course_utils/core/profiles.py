@@ -38,7 +38,7 @@ class Profile:
     model: str  # the model the training notebooks use by default
     launch_timeout: float  # seconds before a stuck launch is stopped
     # the network the timing lessons run over: "real", or an emulated one ("100mbit,2ms");
-    # see course_utils.ranks.link and `default_link` below
+    # see course_utils.network.wire and `default_link` below
     link: str = "real"
     sgd: SgdSizes = field(default_factory=SgdSizes)
     collectives: CollectivesSizes = field(default_factory=CollectivesSizes)
@@ -101,7 +101,6 @@ PROFILES = {
             world_sizes=(2, 4),
             message_bytes=(1 << 10, 1 << 15, 1 << 20, 1 << 24, 1 << 26),
             pingpong_bytes=(1 << 10, 1 << 15, 1 << 20, 1 << 24, 1 << 26),
-            real_world_sizes=(2, 4),
             busbw_bytes=tuple(1 << k for k in range(12, 27)),  # every power of 2
             repeats=10,
             check_world_sizes=(1, 2, 3, 4),
@@ -213,7 +212,7 @@ def default_link() -> str:
     stack, or Wi-Fi). Its wire time must dominate what the ranks really cost each other
     when 8 of them share 2 cores: a step of a ring there costs a few milliseconds (a woken
     rank can wait a scheduler tick for a core), which the emulated link hides behind its
-    wire (`ranks.link_clock`) only while alpha exceeds it; a 2 MB message's 170 ms is 5x
+    wire (`network.clock`) only while alpha exceeds it; a 2 MB message's 170 ms is 5x
     what the real loopback needs even on 8 ranks. It is still fast enough that the
     lessons' messages (1 KB to 2 MB) span the latency- and the bandwidth-bound regimes
     in seconds. `gpu`: the real link (NCCL over NVLink or PCIe), no emulation.

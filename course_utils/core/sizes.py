@@ -61,12 +61,15 @@ class SgdSizes:
 class CollectivesSizes:
     """Notebook 05: allreduce algorithms and their cost model."""
 
-    world_sizes: tuple[int, ...] = (2, 4, 8)  # the timing sweep (emulated link); bench: 2..8
+    world_sizes: tuple[int, ...] = (2, 4, 8)  # the timing sweep (simulated clock); bench: 2..8
     message_bytes: tuple[int, ...] = (1 << 10, 1 << 14, 1 << 18, 1 << 21)
     repeats: int = 3  # the fastest of this many timed runs counts
-    pingpong_bytes: tuple[int, ...] = (1 << 10, 1 << 14, 1 << 18, 1 << 21)
+    # the real link, 2 ranks: 1 KiB to 16 MiB, so both ends of the alpha-beta line show
+    pingpong_bytes: tuple[int, ...] = (1 << 10, 1 << 14, 1 << 18, 1 << 21, 1 << 24)
     pingpong_repeats: int = 5
-    real_world_sizes: tuple[int, ...] = (2, 4, 8)  # the real link, shown once beside it
+    # the simulator against the real link (2 ranks, a core each): design.md's 1 MiB and up
+    simulator_bytes: tuple[int, ...] = (1 << 20, 1 << 22, 1 << 24)
+    simulator_repeats: int = 5
     # nccl-tests' sweep, 4 KiB to 64 MiB, on the real and the profile's link; over the cpu
     # profile's 100 Mbit/s a 64 MiB allreduce on 2 ranks takes ~5.4 s, so few sizes
     busbw_bytes: tuple[int, ...] = (1 << 12, 1 << 16, 1 << 20, 1 << 24, 1 << 26)

@@ -8,7 +8,7 @@ batch, lr scaling). `cost`: where a DDP step's time goes and what cuts the commu
 `torchrun_train`: the same training as a script for torchrun on several nodes.
 """
 
-from ..ranks import link
+from ..network import wire as link
 from . import charts, exercises, scaling, scaling_charts, trace, verdicts
 from .charts import (
     accuracy_vs_effective_batch,

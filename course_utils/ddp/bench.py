@@ -7,7 +7,7 @@ than one process, as in the report (443 s vs 73 s).
 
 from __future__ import annotations
 
-from ..ranks import link as links
+from ..network import wire as links
 
 NAME = "ddp-overhead"
 HELP = "seconds per 1000 samples of one process, naive DDP and each fix, same effective batch"

@@ -21,10 +21,10 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
 from ..core.history import History
 from ..core.training import tensor_loader, train
-from ..ranks import link as links
+from ..network import wire as links
+from ..network.wire import REAL
 from ..ranks.bootstrap import device
 from ..ranks.launch import launch
-from ..ranks.link import REAL
 from .equivalence import Setup, build_model, load_data, rank_loader, wrap
 from .overlap import stacked_mlp
 from .wire import OnLink, on_link_hook, powersgd_state

@@ -1,9 +1,13 @@
 """What overlapping the all-reduce with the backward pass saves, measured over a link.
 
-Three timings of the same DDP step on each rank: the backward pass alone (under
-`no_sync`, no communication), the bucket all-reduces alone (one after another, as after
-a backward pass), and DDP's real step, where a bucket's all-reduce starts as soon as it is
-full while earlier layers still back-propagate. Sequential minus overlapped is the saving.
+Four timings of the same DDP step on each rank: the forward pass alone, the step's
+computation alone (forward and backward under `no_sync`, no communication), the bucket
+all-reduces alone (one after another, as after a backward pass), and DDP's real step,
+where a bucket's all-reduce starts as soon as it is full while earlier layers still
+back-propagate. Sequential minus overlapped is the saving. Only the backward pass can hide
+communication (the first bucket is full after the forward pass and the last layers'
+gradients), so `hideable` is the shorter of it and the communication; and no overlap can
+make a step shorter than the longer of computation and communication.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import torch.distributed as dist
 from torch import nn
 
 from ..core.machine import ATTEMPTS, on_a_quiet_machine
-from ..ranks import link as links
+from ..network import wire as links
 from ..ranks.bootstrap import device
 from ..ranks.launch import launch
 from .equivalence import wrap
@@ -85,6 +89,10 @@ def _saving_on_rank(layers, width, batch, bucket_cap_mb, steps, link) -> dict:
         with model.no_sync():
             backward()
 
+    def forward_alone():
+        with model.no_sync():
+            nn.functional.cross_entropy(model(x), y)
+
     def communication_alone():
         for numel in buckets.values():
             links.all_reduce(torch.zeros(numel, device=where))
@@ -92,12 +100,15 @@ def _saving_on_rank(layers, width, batch, bucket_cap_mb, steps, link) -> dict:
     with links.active(link):
         overlapped = _timed(backward, steps)
         compute = _timed(backward_alone, steps)
+        forward = _timed(forward_alone, steps)
         communication = _timed(communication_alone, steps)
     sequential = compute + communication
     return {
         "link": link.label,
         "buckets": len(buckets),
         "compute": compute,
+        "forward": forward,
+        "hideable": max(0.0, min(compute - forward, communication)),
         "communication": communication,
         "sequential": sequential,
         "overlapped": overlapped,

@@ -22,7 +22,7 @@ import torch.distributed as dist
 from torch import nn
 
 from ..core.checks import Verdict, verdict
-from ..ranks import link as links
+from ..network import wire as links
 from ..ranks.bootstrap import device
 from ..ranks.launch import launch
 from .overlap import stacked_mlp

@@ -19,10 +19,10 @@ import torch.distributed as dist
 from torch import nn
 from torch.profiler import ProfilerActivity, profile
 
-from ..ranks import link as links
+from ..network import wire as links
+from ..network.hook import WIRE_EVENT
 from ..ranks.bootstrap import device
 from ..ranks.launch import launch
-from ..ranks.link_hook import WIRE_EVENT
 from ..ranks.rank_output import quiet_stderr
 from .equivalence import wrap
 from .overlap import stacked_mlp

@@ -15,6 +15,7 @@ __all__ = [
     "effective_batch_counted",
     "equal_effective_batch",
     "no_sync_saves_no_syncs",
+    "overlap_physically_possible",
     "overlap_saves",
     "same_parameters",
     "samples_per_update",
@@ -57,14 +58,30 @@ def no_sync_saves_no_syncs(
 
 
 def overlap_saves(result: dict, share: float = 0.5) -> Verdict:
-    """Overlapping hides at least `share` of what it could: the smaller of the backward pass
-    and the communication (`result` from `overlap.overlap_saving`, on the real clock: not
-    judged when other programs took the ranks' cores)."""
-    could = min(result["compute"], result["communication"])
+    """Overlapping hides at least `share` of what it could: the shorter of the backward
+    pass (the step's computation less its forward pass, which nothing can overlap) and the
+    communication (`result` from `overlap.overlap_saving`, on the real clock: not judged
+    when other programs took the ranks' cores)."""
+    could = result.get("hideable", min(result["compute"], result["communication"]))
     return verdict(
-        result["saving"] >= share * could,
-        f"overlapping the all-reduces with the backward pass saves at least {share:.0%} of the "
-        "shorter of the two, against backward first and then all the communication",
+        could > 0 and result["saving"] >= share * could,
+        f"overlapping the all-reduces with the backward pass saves at least {share:.0%} of "
+        "what it could hide (the shorter of the backward pass and the communication), "
+        "against computing first and then communicating",
+        result.get("machine"),
+    )
+
+
+def overlap_physically_possible(result: dict, noise: float = 0.05) -> Verdict:
+    """The overlapped step is no shorter than the computation, nor than the forward pass
+    plus the communication (nothing is sent before the forward pass is done), less `noise`:
+    a step that beat that would be a broken measurement, not a fast overlap."""
+    floor = max(result["compute"], result.get("forward", 0.0) + result["communication"])
+    return verdict(
+        result["overlapped"] >= (1 - noise) * floor,
+        f"the overlapped step is no shorter than the computation, nor than the forward pass "
+        f"plus all the communication (less {noise:.0%} for noise): the measurement is "
+        "physically possible",
         result.get("machine"),
     )
 

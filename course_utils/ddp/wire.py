@@ -2,7 +2,7 @@
 
 Each hook runs for real (DDP's allreduce, the fp16 compression hook, PowerSGD), and its
 bucket is handed back to DDP only when the allreduces it makes would have crossed the
-rank's link (`ranks.link`): one ring for the plain and the fp16 hook (half the bytes),
+rank's link (`network.wire`): one ring for the plain and the fp16 hook (half the bytes),
 and for PowerSGD one ring for its uncompressed vectors and one each for its low-rank
 factors P and Q, which are small but each pays the latency.
 """
@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
 
-from ..ranks.link import Link, ring_allreduce_seconds, wire_deadline
-from ..ranks.link_hook import deliver_after
+from ..network.hook import deliver_after
+from ..network.wire import Link, ring_allreduce_seconds, wire_deadline
 
 __all__ = ["HOOKS", "OnLink", "on_link_hook", "powersgd_state", "wire_seconds"]
 

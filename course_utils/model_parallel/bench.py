@@ -24,7 +24,7 @@ assertions; on a machine shared with other work they are benchmarks, not facts a
 from __future__ import annotations
 
 from ..core.machine import machine_cores, on_a_quiet_machine
-from ..ranks import link as links
+from ..network import wire as links
 
 NAME = "pipeline"
 HELP = "measure the pipeline bubble with real compute for each number of micro-batches"

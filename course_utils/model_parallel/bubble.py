@@ -6,7 +6,7 @@ so no timing verdict rests on it. Real compute (`real_compute_run`, `measure_bub
 stages of real layers, forward and backward as long as they really are (a backward does
 two matrix products to the forward's one), on one of two clocks. Simulated: each rank's
 link clock (its own CPU time plus its waits for the hand-offs over an emulated link,
-`ranks.link`), so 4 stages on 2 cores time as if each had a core. Real: the wall clock over
+`network.wire`), so 4 stages on 2 cores time as if each had a core. Real: the wall clock over
 the real link, with no more stages than cores (`on_the_real_clock`), judged only when other
 programs left the stages their cores.
 """

@@ -24,7 +24,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
-from ..ranks import link as links
+from ..network import wire as links
 from ..ranks.bootstrap import device
 from .activations import HeldActivations
 from .schedules import (
@@ -117,7 +117,7 @@ def run_stage(
     Runs inside a launched rank (rank r = stage r). The loss is the mean cross-entropy
     of the whole batch, so each micro-batch's loss is divided by `microbatches`. With a
     `link`, hand-offs cross it and every time is the rank's link clock: its own CPU time
-    plus waits (`ranks.link.now`), as if each stage had a core of its own. Without
+    plus waits (`network.wire.now`), as if each stage had a core of its own. Without
     `keep_grads` the gradients stay on the rank (a timing run need not ship them back).
     """
     with links.active(link or "real", virtual=link is not None):

@@ -8,7 +8,7 @@ validation split over several seeds, and epochs to a target loss (`tuning`); the
 notebook's claims as verdicts (`verdicts`).
 """
 
-from ..ranks import link
+from ..network import wire as link
 from . import charts, exercises, scaling, tuning, verdicts
 from .charts import (
     averaging_accuracy,

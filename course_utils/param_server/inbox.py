@@ -11,7 +11,7 @@ import threading
 
 import torch
 
-from ..ranks import link as links
+from ..network import wire as links
 
 
 class Inbox:

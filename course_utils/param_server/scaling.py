@@ -1,6 +1,6 @@
 """A synchronous server's time per update, against workers and shards, over a link.
 
-Every message crosses the emulated link (`ranks.link`), because on a laptop the ranks
+Every message crosses the emulated link (`network.wire`), because on a laptop the ranks
 share the cores and loopback "traffic" is a memory copy. S shards each carry 1/S of the
 bytes, but sharding does not cut the time S-fold: each update, a shard's link sends its W
 replies one after another, and the last worker to get its reply then sends its whole

@@ -7,7 +7,7 @@ waits for every worker, averages and applies one update; an asynchronous one app
 gradient the moment it arrives, so a gradient may be *stale* (computed on parameters that
 other updates have since changed); each one's staleness (updates since its pull) is kept.
 
-Messages cross `cfg.link` (`ranks.link`). Gloo cannot poll a receive, and one from a dead
+Messages cross `cfg.link` (`network.wire`). Gloo cannot poll a receive, and one from a dead
 peer never returns, so each server receives from any worker (`dist.recv` without a
 source) on a helper thread and waits on a queue with a deadline: a worker silent for
 `worker_timeout` seconds is lost. Async training goes on without it; sync cannot.
@@ -28,7 +28,7 @@ from torch.nn.utils import parameters_to_vector, vector_to_parameters
 from ..allreduce.algorithms import chunk_bounds
 from ..core.errors import LaunchError
 from ..core.models import build
-from ..ranks import link as links
+from ..network import wire as links
 from .inbox import Inbox
 
 GRADIENT, BYE = 0.0, 1.0  # what a worker's message carries
@@ -57,7 +57,7 @@ class ServerConfig:
     delays: tuple[float, ...] = ()  # extra seconds per gradient, one entry per worker
     kill_worker: int | None = None  # worker index (1-based) that SIGKILLs itself ...
     kill_after: int = 0  # ... after pushing this many gradients
-    link: str = "real"  # the network every message crosses (`ranks.link`): "real" or emulated
+    link: str = "real"  # the network every message crosses (`network.wire`): "real" or emulated
     worker_timeout: float = 3.0  # seconds of silence after which a worker is lost
     snapshot_every: int = 10  # keep the parameters every this many updates
     timeout: float = 60.0  # the whole launch

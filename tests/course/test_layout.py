@@ -13,7 +13,7 @@ import pytest
 import course_utils
 
 PACKAGE = Path(course_utils.__file__).parent
-SHARED = ("core", "ranks")
+SHARED = ("core", "ranks", "network")
 CHAPTERS = (
     "sgd", "sharp_minima", "lr_scaling", "ddp", "allreduce", "model_parallel", "param_server",
     "memory",
@@ -94,8 +94,10 @@ def test_a_chapter_imports_only_shared_folders_and_earlier_chapters():
                 assert order[theirs] <= order[mine], f"{name} imports a later chapter: {target}"
             if mine in SHARED and theirs in order:
                 pytest.fail(f"{name} (shared) imports a chapter: {target}")
-            if mine == "core" and theirs == "ranks":
-                pytest.fail(f"{name} (core) imports ranks: {target}; core starts no process")
+            if mine == "core" and theirs in ("ranks", "network"):
+                pytest.fail(f"{name} (core) imports {theirs}: {target}; core starts no process")
+            if mine == "ranks" and theirs == "network":
+                pytest.fail(f"{name} (ranks) imports the simulator: {target}; ranks comes first")
 
 
 # Starting, forking or reaping processes, and installing signal handlers, belong to ranks/

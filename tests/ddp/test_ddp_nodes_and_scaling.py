@@ -10,7 +10,7 @@ import torch
 
 from course_utils.ddp import charts, scaling, scaling_charts, trace, verdicts
 from course_utils.ddp.torchrun_train import CountingLoader, parameter_digest
-from course_utils.ranks import link
+from course_utils.network import wire as link
 from course_utils.ranks.examples import spread_over_nodes
 
 SLOW = link.parse("100mbit,5ms")

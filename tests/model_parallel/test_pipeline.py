@@ -226,7 +226,7 @@ def test_bench_link_defaults_to_the_notebook_s_stage_to_stage_link(monkeypatch):
     import argparse
 
     from course_utils.model_parallel import bench, bubble
-    from course_utils.ranks import link as links
+    from course_utils.network import wire as links
 
     seen = {}
     monkeypatch.setattr(bubble, "measure_bubble", lambda *a, **kw: seen.update(kw) or [])

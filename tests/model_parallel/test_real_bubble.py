@@ -18,7 +18,7 @@ from course_utils.model_parallel import measure_bubble, real_compute_run
 from course_utils.model_parallel.activations import HeldActivations
 from course_utils.model_parallel.bubble import HANDOFF_LINK
 from course_utils.model_parallel.schedules import Event, Timeline, bubble_formula, simulate
-from course_utils.ranks import link as links
+from course_utils.network import wire as links
 
 
 def _assert_well_formed(tl: Timeline, handoff: float) -> None:

@@ -7,11 +7,11 @@ from types import SimpleNamespace
 import pytest
 
 from course_utils.core import data
+from course_utils.network.wire import Link
 from course_utils.param_server import scaling
 from course_utils.param_server.charts import ps_loss_curves
 from course_utils.param_server.runs import run_parameter_server
 from course_utils.param_server.server import ServerConfig
-from course_utils.ranks.link import Link
 
 LINK = Link(alpha=0.005, bits_per_second=100e6)
 M = 1.155e6  # bytes of the notebook's scaling model

@@ -1,4 +1,4 @@
-"""DDP over the emulated link: a communication hook whose buckets queue on the rank's wire.
+"""DDP over the simulated link: a communication hook whose buckets queue on the rank's wire.
 
 `model.register_comm_hook(link, allreduce_hook)`. Each bucket is averaged for real by
 gloo, and handed back to DDP only when a ring allreduce of its bytes would have left this
@@ -16,7 +16,8 @@ import time
 import torch
 import torch.distributed as dist
 
-from .link import REAL, Link, ring_allreduce_seconds, wire_deadline
+from .fabric import REAL, Link, ring_allreduce_seconds
+from .wire import wire_deadline
 
 __all__ = ["WIRE_EVENT", "allreduce_hook", "deliver_after"]
 

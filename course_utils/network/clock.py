@@ -1,4 +1,4 @@
-"""The emulated link's clock: when each rank's wire is free, in a time the scheduler cannot stretch.
+"""The simulator's clock: when each rank's wire is free, in a time the scheduler cannot stretch.
 
 Sleeping `alpha + bytes/beta` before each send would let every late wake-up (a rank on a
 busy 2-core laptop can wait a whole scheduler tick for a core) add to the next message,
@@ -8,17 +8,24 @@ to itself) and by the wire times of the messages it sends and receives, and each
 carries the time its last byte arrives. The data moves for real at once; the rank then
 sleeps until its virtual clock, so real work of up to a wire time hides behind the wire,
 as the transfer itself would on a real network card.
+
+The clock counts the rank's own work (its compute, the reduction's adds), never the CPU
+spent by the simulator itself or inside gloo moving the bytes (`not_counted`): the
+wire time charged for a message already stands for that. A link whose two directions
+share one rank's bandwidth (`Link.both_ways_slowdown`, two processes on one machine)
+stretches the part of a message that arrives while the rank's own send is on the wire.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 
 import torch
 import torch.distributed as dist
 
-from .bootstrap import device
+from ..ranks.bootstrap import device
 
 LAG = 0.05  # seconds: a rank whose real time runs this far ahead (it waited outside the
 # link, in a barrier or a sleep) moves its virtual clock up to it
@@ -27,15 +34,17 @@ LAG = 0.05  # seconds: a rank whose real time runs this far ahead (it waited out
 class Clock:
     """One rank's virtual time, and when its outgoing and incoming wires are next free."""
 
-    def __init__(self, lag: float = LAG):
+    def __init__(self, lag: float = LAG, both_ways_slowdown: float = 1.0):
         self.lag = lag  # math.inf: a purely virtual clock (compute counts as CPU time only)
+        self.both_ways_slowdown = both_ways_slowdown
         self.restart()
 
     def restart(self, at: float | None = None) -> None:
         """Start afresh from the real time, or from the moment `at` on it (one that every
         rank agreed on): after a barrier, say, before timing something."""
         self.now = self.out = self.into = time.perf_counter() if at is None else at
-        self._cpu = {}
+        self.sending_since = self.now  # the start of the last message on the outgoing wire
+        self._cpu = {threading.get_ident(): time.thread_time()}  # counted from here on
 
     def advance(self) -> float:
         """Count the CPU time this thread used since its last message; returns the time."""
@@ -48,14 +57,29 @@ class Clock:
     def send(self, seconds: float) -> float:
         """A message of `seconds` on the wire, after every earlier one: when its last byte
         arrives (the receiver gets this stamp)."""
-        self.out = max(self.advance(), self.out) + seconds
+        self.sending_since = max(self.advance(), self.out)
+        self.out = self.sending_since + seconds
         return self.out
 
     def received(self, seconds: float, arrives: float) -> float:
         """A message whose last byte arrives at `arrives`: later if the incoming wire was
-        still busy with an earlier one (messages that arrive together queue)."""
-        self.into = max(self.into, arrives - seconds) + seconds
+        still busy with an earlier one (messages that arrive together queue), and later
+        still for the part that came in while this rank was sending, on a link whose two
+        directions share the rank's bandwidth."""
+        start = max(self.into, arrives - seconds)
+        both_ways = max(0.0, min(start + seconds, self.out) - max(start, self.sending_since))
+        self.into = start + seconds + both_ways * (self.both_ways_slowdown - 1.0)
         return self.into
+
+    @contextlib.contextmanager
+    def not_counted(self):
+        """CPU time spent inside this block is not the rank's work (the simulator packing a
+        stamp, gloo moving bytes): the wire time already stands for it."""
+        self.advance()
+        try:
+            yield
+        finally:
+            self._cpu[threading.get_ident()] = time.thread_time()
 
     def wait_until(self, moment: float) -> None:
         """This rank is busy until `moment` (its virtual time): sleep until the real one."""

@@ -10,10 +10,10 @@ import torch
 import torch.distributed as dist
 
 from course_utils.allreduce.algorithms import ring_allreduce
-from course_utils.ranks import link, link_clock
+from course_utils.network import wire as link
+from course_utils.network.clock import Clock, latest_moment
+from course_utils.network.hook import allreduce_hook
 from course_utils.ranks.launch import launch
-from course_utils.ranks.link_clock import Clock, latest_moment
-from course_utils.ranks.link_hook import allreduce_hook
 
 SLOW = "8mbit,20ms"  # 1 MB/s: 10 KB take 10 ms on the wire, on top of 20 ms latency
 
@@ -24,7 +24,7 @@ def test_parse_names_and_labels():
     assert fast.bits_per_second == 1e9 and fast.alpha == 1e-3
     slow = link.parse("100mbit,2ms")
     assert slow.beta == pytest.approx(8e-8) and slow.alpha == pytest.approx(2e-3)
-    assert slow.label == "emulated 100 Mbit/s link, α = 2 ms"
+    assert slow.label == "simulated 100 Mbit/s link, α = 2 ms"
     assert link.parse(slow.spec) == slow
     assert link.REAL.wire_seconds(1 << 30) == 0
     with pytest.raises(ValueError, match="100mbit,2ms"):
@@ -194,93 +194,6 @@ def test_a_ping_pong_with_late_wakeups_still_pays_every_wire():
     exactly on a fake clock (`test_late_wakeups_hide_behind_the_wire_...`)."""
     elapsed = max(launch(_pingpong_with_late_wakeups, 2, args=(SLOW,), backend="gloo"))
     assert 8 * link.parse(SLOW).wire_seconds(10_000) <= elapsed
-
-
-class FakeTime:
-    """What `link_clock` reads as `time`, moved by hand: the real time moves when a rank
-    sleeps, the thread's CPU time only when it computes."""
-
-    def __init__(self):
-        self.real, self.cpu = 1024.0, 0.0
-
-    def perf_counter(self) -> float:
-        return self.real
-
-    def thread_time(self) -> float:
-        return self.cpu
-
-    def sleep(self, seconds: float) -> None:
-        self.real += seconds
-
-    def compute(self, seconds: float) -> None:
-        self.real += seconds
-        self.cpu += seconds
-
-
-@pytest.fixture
-def fake_time(monkeypatch) -> FakeTime:
-    fake = FakeTime()
-    monkeypatch.setattr(link_clock, "time", fake)
-    return fake
-
-
-WIRE = 2.0**-5  # 31.25 ms, exact in binary
-
-
-def _send(clock: Clock) -> float:
-    """What `link.send` does with the clock: stamp the message, wait until it has left."""
-    arrives = clock.send(WIRE)
-    clock.wait_until(arrives)
-    return arrives
-
-
-def _recv(clock: Clock, arrives: float) -> None:
-    """What `link.recv` does with the clock, for a message stamped `arrives`."""
-    clock.advance()
-    clock.wait_until(clock.received(WIRE, arrives))
-
-
-def test_clock_queues_messages_on_the_way_out(fake_time):
-    clock = Clock()
-    assert [clock.send(WIRE) for _ in range(3)] == [1024 + WIRE, 1024 + 2 * WIRE, 1024 + 3 * WIRE]
-
-
-def test_clock_queues_messages_that_arrive_together_on_the_way_in(fake_time):
-    """Three stamps of one moment: the third is in after three wire times, not one."""
-    server, workers = Clock(), [Clock() for _ in range(3)]
-    stamps = [w.send(WIRE) for w in workers]
-    assert stamps == [1024 + WIRE] * 3
-    assert [server.received(WIRE, s) for s in stamps] == [1024 + k * WIRE for k in (1, 2, 3)]
-
-
-def _ping_pong(fake: FakeTime, lag: float, late: float = 0.01) -> float:
-    """Two ranks' clocks pass a message back and forth 8 times; each sender wakes `late`
-    before it sends (the scheduler's doing). When the last message is in, on both clocks."""
-    clocks, start = [Clock(lag), Clock(lag)], fake.real
-    for clock in clocks:
-        clock.restart(at=start)
-    for turn in range(8):
-        sender, receiver = clocks[turn % 2], clocks[1 - turn % 2]
-        fake.sleep(late)
-        _recv(receiver, _send(sender))
-    assert clocks[0].now == clocks[1].now
-    return clocks[0].now - start
-
-
-def test_late_wakeups_hide_behind_the_wire_instead_of_adding_up(fake_time):
-    """A wake-up later than the wire is free but within `LAG` costs nothing; a clock that
-    followed the real time (lag 0) would add up all eight of them."""
-    assert _ping_pong(fake_time, link_clock.LAG) == pytest.approx(8 * WIRE, abs=1e-12)
-    assert _ping_pong(fake_time, 0.0) == pytest.approx(8 * WIRE + 8 * 0.01, abs=1e-12)
-
-
-def test_a_virtual_clock_counts_cpu_time_not_time_spent_descheduled(fake_time):
-    virtual, lagged = Clock(math.inf), Clock()
-    virtual.advance(), lagged.advance()
-    fake_time.compute(0.002)
-    fake_time.sleep(1.0)  # descheduled for a second: real time moves, CPU time does not
-    assert virtual.advance() == pytest.approx(1024 + 0.002, abs=1e-12)
-    assert lagged.advance() == pytest.approx(fake_time.real - link_clock.LAG, abs=1e-12)
 
 
 def _odd_sizes_and_dtypes(spec: str) -> list:

@@ -1,0 +1,73 @@
+"""The network simulator set to this machine's real link, against the real link itself.
+
+For each N from 2 to the cores (at most 8), one launch fits alpha and beta on 2 real
+ranks (a ping-pong and a simultaneous exchange) and gamma from a local add, sets the
+simulator to them, then times the ring, tree, butterfly and parameter server for real
+(wall clock, a core per rank) and in the simulator, taking turns
+(`simulator_check.against_the_real_link`). Target (design.md): every row of 1 MiB or more
+within 30%. Every measurement is wall time on the real link, so it is judged only when
+other programs left the ranks their cores (`core.machine`); otherwise `met` is None. A
+machine with more cores gives more N: the strongest check the simulator can get.
+"""
+
+from __future__ import annotations
+
+NAME = "simulator"
+HELP = "the simulator set to this machine's fitted alpha, beta against the real link"
+TOLERANCE = 0.3
+MIN_BYTES = 1 << 20
+
+
+def _ints(text: str) -> list[int]:
+    return [int(v) for v in text.split(",") if v.strip()]
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument(
+        "--world-sizes", type=_ints, default=None, help="e.g. 2,4 (default: 2 to the cores, <= 8)"
+    )
+    parser.add_argument("--sizes-mib", type=_ints, default=[1, 4, 16], help="message sizes")
+    parser.add_argument("--repeats", type=int, default=10, help="the fastest of this many runs")
+
+
+def run(args) -> dict:
+    from ..core.machine import machine_cores, on_a_quiet_machine
+    from .simulator_check import against_the_real_link, ratios
+
+    cores = machine_cores()
+    worlds = args.world_sizes or list(range(2, max(2, min(cores, 8)) + 1))
+    nbytes = tuple(mib << 20 for mib in args.sizes_mib)
+    rows, fitted, shares = [], {}, []
+    for world in worlds:
+        check, share = on_a_quiet_machine(
+            lambda w=world: against_the_real_link(w, nbytes, args.repeats), cores=world
+        )
+        shares.append(share)
+        fitted[world] = {**check["terms"].as_row(), "simulated_link": check["link"].spec}
+        for name, by_size in ratios(check).items():
+            for k, (n, ratio) in enumerate(zip(nbytes, by_size, strict=True)):
+                rows.append(
+                    {
+                        "algorithm": name,
+                        "world_size": world,
+                        "bytes": n,
+                        "real_seconds": round(check["real"][name][k], 6),
+                        "simulated_seconds": round(check["simulated"][name][k], 6),
+                        "simulated_over_real": round(ratio, 3),
+                        "meets_target": n < MIN_BYTES or abs(ratio - 1) <= TOLERANCE,
+                    }
+                )
+    judged = not any(s.busy for s in shares) and max(worlds) <= cores
+    return {
+        "benchmark": NAME,
+        "clocks": "real_seconds: wall clock on the real link (gloo), a core per rank; "
+        "simulated_seconds: the simulator's clocks, set to the link fitted in the same launch",
+        "cores": cores,
+        "fitted": fitted,
+        "others_cores": round(max(s.others_cores for s in shares), 2),
+        "judged": judged,
+        "rows": rows,
+        "target": f"every row of {MIN_BYTES >> 20} MiB or more: simulated within "
+        f"{TOLERANCE:.0%} of real",
+        "met": all(r["meets_target"] for r in rows) if judged else None,
+    }
