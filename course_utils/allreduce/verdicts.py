@@ -16,6 +16,7 @@ import math
 
 from ..core.checks import Verdict, verdict
 from ..core.machine import MachineShare
+from ..core.timing_claims import timing_claim
 
 __all__ = [
     "agrees_with_model",
@@ -41,6 +42,11 @@ def model_ratios(measured: dict, predicted: dict) -> dict:
     }
 
 
+@timing_claim(
+    "simulated",
+    "schedule",
+    "test_a_ring_that_sends_its_whole_tensor_misses_its_schedule",
+)
 def agrees_with_model(
     measured: dict, predicted: dict, tolerance: float = 0.25, charged: tuple = ("builtin",)
 ) -> Verdict:
@@ -62,6 +68,11 @@ def agrees_with_model(
     )
 
 
+@timing_claim(
+    "real",
+    "measurement",
+    "test_the_simulator_is_trusted_only_when_it_gives_the_real_times",
+)
 def simulator_matches_real(
     ratios: dict, tolerance: float = 0.25, machine: MachineShare | None = None
 ) -> Verdict:
@@ -85,6 +96,11 @@ def growth(times_by_n: dict) -> float:
     return times_by_n[max(times_by_n)] / times_by_n[min(times_by_n)]
 
 
+@timing_claim(
+    "simulated",
+    "schedule",
+    "test_growth_verdict_fails_for_a_flat_parameter_server",
+)
 def grows_like(measured_by_n: dict, predicted_by_n: dict, claim: str, tolerance=0.25) -> Verdict:
     """The measured growth from the smallest to the largest N within `tolerance` of the
     model's (rounds for the tree and the butterfly, N for the parameter server)."""
@@ -101,6 +117,11 @@ def bus_bandwidth(nbytes: float, seconds: float, world: int) -> float:
     return nbytes / seconds * 2 * (world - 1) / world
 
 
+@timing_claim(
+    "simulated",
+    "schedule",
+    "test_busbw_flat_fails_for_a_tree_like_curve",
+)
 def busbw_flat(busbw_by_n: dict, tolerance: float = 0.25) -> Verdict:
     """The ring's bus bandwidth at one message size hardly depends on N."""
     spread = max(busbw_by_n.values()) / min(busbw_by_n.values())
@@ -119,6 +140,11 @@ def ring_bytes_growth(lo: int, hi: int) -> float:
     return ((hi - 1) / hi) / ((lo - 1) / lo)
 
 
+@timing_claim(
+    "simulated",
+    "schedule",
+    "test_ring_time_bound_fails_for_tree_and_parameter_server_curves",
+)
 def ring_time_within_bytes_growth(times_by_n: dict, tolerance: float = 0.25) -> Verdict:
     """The ring's time grows from the fewest to the most ranks by no more than its bytes
     per rank do (within `tolerance`): at a bandwidth-bound size the wire time is those
@@ -146,6 +172,11 @@ def measured_crossover(nbytes: list, few_rounds: list, few_bytes: list) -> float
     return None
 
 
+@timing_claim(
+    "simulated",
+    "schedule",
+    "test_crossover_is_found_in_measurements_or_not_at_all",
+)
 def crossover_agrees(measured: float | None, model: float | None, factor: float = 2.0):
     """The measured crossover exists and lies within `factor` of the model's."""
     ok = measured is not None and model is not None and 1 / factor <= measured / model <= factor

@@ -135,7 +135,6 @@ class DataParallelSizes:
     split_world_sizes: tuple[int, ...] = (1, 2, 4, 8)
     split_samples_per_rank: int = 4096
     lecture_layouts: tuple[tuple[int, int], ...] = ((1024, 1), (16, 64))  # (ranks, batch)
-    layout_tolerance: float = 0.25  # measured step time against the alpha-beta prediction
     trace_batch: int = 256  # the profiled DDP step (6 layers of 512, over overlap_link)
     strong_world_sizes: tuple[int, ...] = (1, 2, 4, 8)
     strong_global_batches: tuple[int, ...] = (4096, 32768)  # too little and enough compute

@@ -22,6 +22,7 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from ..core.history import History
 from ..core.training import tensor_loader, train
 from ..network import wire as links
+from ..network.hook import waited_for_every_bucket
 from ..network.wire import REAL
 from ..ranks.bootstrap import device
 from ..ranks.launch import launch
@@ -88,6 +89,7 @@ class _Recorder:
 
     def close_update(self, model=None) -> None:
         """train's after_backward: DDP's backward has waited for every all-reduce by now."""
+        waited_for_every_bucket()
         if self.events:
             self.spans.append(max(e[1] for e in self.events) - min(e[0] for e in self.events))
             self.buckets = len({e[2] for e in self.events})

@@ -35,7 +35,6 @@ __all__ = [
     "layouts",
     "predicted_step",
     "speedup",
-    "prediction_holds",
     "strong_scaling",
     "two_ranks_win_above",
 ]
@@ -59,18 +58,6 @@ def predicted_step(compute: tuple[float, float], batch: int, world: int, link, n
     """(compute, communication) seconds of one step of `world` ranks x `batch` over `link`."""
     fixed, per_sample = compute
     return fixed + per_sample * batch, links.ring_allreduce_seconds(link, nbytes, world)
-
-
-def prediction_holds(measured: dict, predicted: dict, tolerance: float = 0.25) -> Verdict:
-    """Each layout's measured step time is within `tolerance` of its prediction, and the
-    layouts come out in the predicted order (layout -> seconds per step, both dicts)."""
-    close = all(abs(measured[k] / predicted[k] - 1) <= tolerance for k in predicted)
-    order = sorted(predicted, key=predicted.get) == sorted(measured, key=measured.get)
-    return verdict(
-        close and order,
-        f"every layout's measured step time is within {tolerance:.0%} of the alpha-beta "
-        "prediction, and the layouts rank as predicted",
-    )
 
 
 @dataclass

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ..core.checks import Verdict, verdict
 from ..core.machine import MachineShare
+from ..core.timing_claims import timing_claim
 
 __all__ = [
     "communication_overlaps_backward",
@@ -43,20 +44,28 @@ def slower_than(slow, fast, claim: str, machine: MachineShare | None = None) -> 
     return verdict(slow.seconds_per_1000_samples > fast.seconds_per_1000_samples, claim, machine)
 
 
+@timing_claim("simulated", "measurement", "test_ddp_verdicts_fail_where_the_effect_is_absent")
 def no_sync_saves_no_syncs(
     naive, accumulated, tolerance: float = 0.15, machine: MachineShare | None = None
 ) -> Verdict:
     """At an equal effective batch, accumulating micro-batches under no_sync syncs as often
-    per sample as naive DDP, so on a link-bound step it takes about as long."""
+    per sample as naive DDP, so it saves no time (its smaller micro-batches may cost some
+    compute, as they did in 04: 4 of 4 took about twice the compute of 1 of 16)."""
     ratio = accumulated.seconds_per_1000_samples / naive.seconds_per_1000_samples
     return verdict(
-        accumulated.syncs == naive.syncs and abs(ratio - 1) <= tolerance,
-        f"at an equal effective batch no_sync makes as many syncs as naive DDP and takes its "
-        f"time (within {tolerance:.0%}): it saves memory, not communication",
+        accumulated.syncs == naive.syncs and ratio >= 1 - tolerance,
+        f"simulated link, real compute: at an equal effective batch no_sync makes as many "
+        f"syncs as naive DDP and saves no time (it is never {tolerance:.0%} faster): it saves "
+        "memory, not communication",
         machine,
     )
 
 
+@timing_claim(
+    "simulated",
+    "measurement",
+    "test_overlap_saving_is_measured_and_its_verdict_fails_without_overlap",
+)
 def overlap_saves(result: dict, share: float = 0.5) -> Verdict:
     """Overlapping hides at least `share` of what it could: the shorter of the backward
     pass (the step's computation less its forward pass, which nothing can overlap) and the
@@ -65,13 +74,19 @@ def overlap_saves(result: dict, share: float = 0.5) -> Verdict:
     could = result.get("hideable", min(result["compute"], result["communication"]))
     return verdict(
         could > 0 and result["saving"] >= share * could,
-        f"overlapping the all-reduces with the backward pass saves at least {share:.0%} of "
+        f"simulated link, real compute: overlapping the all-reduces with the backward pass "
+        f"saves at least {share:.0%} of "
         "what it could hide (the shorter of the backward pass and the communication), "
         "against computing first and then communicating",
         result.get("machine"),
     )
 
 
+@timing_claim(
+    "simulated",
+    "physical bound",
+    "test_an_overlapped_step_shorter_than_its_communication_is_refused",
+)
 def overlap_physically_possible(result: dict, noise: float = 0.05) -> Verdict:
     """The overlapped step is no shorter than the computation, nor than the forward pass
     plus the communication (nothing is sent before the forward pass is done), less `noise`:
@@ -79,9 +94,9 @@ def overlap_physically_possible(result: dict, noise: float = 0.05) -> Verdict:
     floor = max(result["compute"], result.get("forward", 0.0) + result["communication"])
     return verdict(
         result["overlapped"] >= (1 - noise) * floor,
-        f"the overlapped step is no shorter than the computation, nor than the forward pass "
-        f"plus all the communication (less {noise:.0%} for noise): the measurement is "
-        "physically possible",
+        f"simulated link, real compute: the overlapped step is no shorter than the "
+        f"computation, nor than the forward pass plus all the communication (less "
+        f"{noise:.0%} for noise): the measurement is physically possible",
         result.get("machine"),
     )
 

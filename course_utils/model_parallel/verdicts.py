@@ -12,6 +12,7 @@ import statistics
 
 from ..core.checks import Verdict, verdict
 from ..core.machine import MachineShare
+from ..core.timing_claims import timing_claim
 from .schedules import Timeline
 
 __all__ = [
@@ -34,6 +35,10 @@ __all__ = [
     "tp_talks_after_every_layer",
     "waits_for_the_heavy_stage",
 ]
+# where each timing verdict prints ✗ on a broken variant (`core.timing_claims`)
+_1F1B_FAILS = "test_1f1b_verdicts_fail_when_it_holds_as_much_as_gpipe"
+_BUBBLE_FAILS = "test_bubble_verdicts_fail_without_their_effect"
+_UNBALANCED_FAILS = "test_unbalanced_verdicts_fail_for_a_balanced_pipeline"
 
 
 # ------------------------------------------------------------- 1. the blog's picture
@@ -126,6 +131,7 @@ def _clock(rows: list[dict]) -> str:
     return clocks.pop()
 
 
+@timing_claim("named by its rows", "schedule", _BUBBLE_FAILS)
 def bubble_matches(
     rows: list[dict], tolerance: float = 0.15, up_to: int | None = None,
     machine: MachineShare | None = None,
@@ -145,6 +151,7 @@ def bubble_matches(
     )
 
 
+@timing_claim("named by its rows", "schedule", _BUBBLE_FAILS)
 def bubble_explained_by_stage_times(
     rows: list[dict], tolerance: float = 0.15, machine: MachineShare | None = None
 ) -> Verdict:
@@ -160,6 +167,7 @@ def bubble_explained_by_stage_times(
     )
 
 
+@timing_claim("named by its rows", "threshold", _BUBBLE_FAILS)
 def bubble_shrinks(rows: list[dict], machine: MachineShare | None = None) -> Verdict:
     measured = [r["measured"] for r in rows]
     return verdict(
@@ -169,6 +177,7 @@ def bubble_shrinks(rows: list[dict], machine: MachineShare | None = None) -> Ver
     )
 
 
+@timing_claim("named by its rows", "physical bound", _BUBBLE_FAILS)
 def bubble_never_below_formula(
     rows: list[dict], slack=0.05, machine: MachineShare | None = None
 ) -> Verdict:
@@ -185,6 +194,7 @@ def bubble_never_below_formula(
 # ------------------------------------------------------------- 5. 1F1B against GPipe
 
 
+@timing_claim("named by its rows", "measurement", _1F1B_FAILS)
 def same_step_time(
     f1b: float, gpipe: float, tolerance=0.1, machine: MachineShare | None = None
 ) -> Verdict:
@@ -230,6 +240,7 @@ def f1b_holds_fewer_bytes(gpipe: tuple[int, ...], f1b: tuple[int, ...], microbat
 # ------------------------------------------------------------- 6. an unbalanced stage
 
 
+@timing_claim("simulated", "measurement", _UNBALANCED_FAILS)
 def heavy_stage_is_heavier(op_seconds: list[tuple[float, float]], heavy: int, factor: float,
                            tolerance=0.25) -> Verdict:  # fmt: skip
     """The heavy stage's forward + backward against the median of the other stages'."""
@@ -242,6 +253,7 @@ def heavy_stage_is_heavier(op_seconds: list[tuple[float, float]], heavy: int, fa
     )
 
 
+@timing_claim("simulated", "schedule", _UNBALANCED_FAILS)
 def step_as_predicted(measured: float, predicted: float, tolerance=0.1) -> Verdict:
     return verdict(
         abs(measured / predicted - 1) <= tolerance,
@@ -250,6 +262,7 @@ def step_as_predicted(measured: float, predicted: float, tolerance=0.1) -> Verdi
     )
 
 
+@timing_claim("simulated", "threshold", _UNBALANCED_FAILS)
 def slows_more_than_the_work(slowdown: float, extra_work: float, margin=0.2) -> Verdict:
     return verdict(
         slowdown > extra_work + margin,
@@ -257,6 +270,7 @@ def slows_more_than_the_work(slowdown: float, extra_work: float, margin=0.2) -> 
     )
 
 
+@timing_claim("simulated", "measurement", _UNBALANCED_FAILS)
 def waits_for_the_heavy_stage(heavy: float, balanced: float, margin=0.1) -> Verdict:
     """`heavy`, `balanced`: the bubble fraction of each run."""
     return verdict(

@@ -17,9 +17,9 @@ import torch
 import torch.distributed as dist
 
 from .fabric import REAL, Link, ring_allreduce_seconds
-from .wire import wire_deadline
+from .wire import waited_until, wire_deadline
 
-__all__ = ["WIRE_EVENT", "allreduce_hook", "deliver_after"]
+__all__ = ["WIRE_EVENT", "allreduce_hook", "deliver_after", "waited_for_every_bucket"]
 
 WIRE_EVENT = "emulated link: all-reduce on the wire"
 
@@ -55,11 +55,23 @@ def _wire_thread() -> _Wire:
     return _wire[0]
 
 
+_last_deadline = [0.0]
+
+
 def deliver_after(deadline: float, work: torch.futures.Future) -> torch.futures.Future:
     """A future with `work`'s value (its first tensor), set no earlier than `deadline`."""
     out = torch.futures.Future()
+    _last_deadline[0] = max(_last_deadline[0], deadline)
     _wire_thread().jobs.put((deadline, work, out))
     return out
+
+
+def waited_for_every_bucket() -> None:
+    """Call on the rank's own thread once DDP's backward has returned (it blocks until
+    every bucket is back): the rank's clock moves to the last bucket's deadline, so what it
+    computes next is not stamped at a time from before that wait. (The wire thread must
+    not do it: while buckets come back, the backward pass is still computing.)"""
+    waited_until(_last_deadline[0])
 
 
 def allreduce_hook(link: Link | None, bucket):

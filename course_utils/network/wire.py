@@ -47,6 +47,7 @@ __all__ = [
     "ring_allreduce_seconds",
     "send",
     "timer",
+    "waited_until",
     "wire_deadline",
 ]
 
@@ -234,3 +235,11 @@ def all_reduce(t: torch.Tensor) -> torch.Tensor:
 def wire_deadline(seconds: float) -> float:
     """Reserve this rank's outgoing wire for `seconds`; when it will be free (for hooks)."""
     return _state["clock"].send(seconds)
+
+
+def waited_until(moment: float) -> None:
+    """The rank has waited for a hook's result due at `moment` (DDP's backward blocks until
+    every bucket is back): its clock is there too, so what it computes next is stamped
+    after it, not at a time from before the wait."""
+    clock = _state["clock"]
+    clock.now = max(clock.now, moment)

@@ -16,6 +16,7 @@ import matplotlib.pyplot as plt
 
 from ..core.checks import Verdict, verdict
 from ..core.style import PALETTE, new_figure
+from ..core.timing_claims import timing_claim
 from .runs import run_parameter_server, server_config
 
 __all__ = [
@@ -65,23 +66,35 @@ def step_seconds(sizes, data, workers: tuple, servers: tuple, *, hidden: int, up
     return out
 
 
+@timing_claim(
+    "simulated",
+    "schedule",
+    "test_sharding_verdicts_pass_on_the_prediction_and_fail_without_the_effect",
+)
 def grows_with_workers(table: dict, factor: float = 1.4) -> Verdict:
     """One server: the most workers take at least `factor` x the time of the fewest."""
     workers = sorted({w for w, _ in table})
     return verdict(
         table[workers[-1], 1] >= factor * table[workers[0], 1],
-        f"one synchronous server's time per update grows with its workers (x{factor:g} or more "
+        f"simulated clock: one synchronous server's time per update grows with its workers "
+        f"(x{factor:g} or more "
         f"from {workers[0]} to {workers[-1]}): its link carries every gradient and reply",
     )
 
 
+@timing_claim(
+    "simulated",
+    "schedule",
+    "test_sharding_verdicts_pass_on_the_prediction_and_fail_without_the_effect",
+)
 def sharding_cuts(table: dict, factor: float = 1.4) -> Verdict:
     """With the most workers, the most shards cut the time per update at least `factor`-fold."""
     most = max(w for w, _ in table)
     shards = sorted({s for _, s in table})
     return verdict(
         table[most, 1] >= factor * table[most, shards[-1]],
-        f"sharding the server over {shards[-1]} ranks cuts its time per update at least "
+        f"simulated clock: sharding the server over {shards[-1]} ranks cuts its time per "
+        f"update at least "
         f"{factor:g}-fold",
     )
 
@@ -95,6 +108,11 @@ def bytes_fall_with_shards(shard_bytes: dict, tolerance: float = 0.05) -> Verdic
     )
 
 
+@timing_claim(
+    "simulated",
+    "schedule",
+    "test_sharding_verdicts_pass_on_the_prediction_and_fail_without_the_effect",
+)
 def matches_prediction(measured: dict, predicted: dict, tolerance: float = 0.25) -> Verdict:
     """Every measured time per update within `tolerance` of the alpha-beta prediction (which
     is 0 on the real link: there the model has nothing to say, and the verdict fails)."""
@@ -103,8 +121,9 @@ def matches_prediction(measured: dict, predicted: dict, tolerance: float = 0.25)
     )
     return verdict(
         ok,
-        f"every time per update is within {tolerance:.0%} of the alpha-beta prediction "
-        "(W replies on a shard's link, then one worker's whole gradient on its own)",
+        f"simulated clock: every time per update is within {tolerance:.0%} of the alpha-beta "
+        "model of the server's schedule (W replies on a shard's link, then one worker's "
+        "whole gradient on its own)",
     )
 
 

@@ -59,6 +59,8 @@ def test_ddp_verdicts_fail_where_the_effect_is_absent():
     assert verdicts.equal_effective_batch([naive, single]).ok
     assert not verdicts.equal_effective_batch([naive, _T("8x batch", 0.05, batch=256)]).ok
     assert verdicts.no_sync_saves_no_syncs(naive, _T("no_sync", 0.41)).ok
+    assert verdicts.no_sync_saves_no_syncs(naive, _T("no_sync, more compute", 0.55)).ok
+    assert not verdicts.no_sync_saves_no_syncs(naive, _T("no_sync, half the time", 0.2)).ok
     bigger_batch = _T("no_sync x8 at 8x the batch", 0.05, batch=256, syncs=4)
     assert not verdicts.no_sync_saves_no_syncs(naive, bigger_batch).ok
     hog = MachineShare(cores=2, seconds=1.0, others_cores=1.0, machine_cores=2)

@@ -127,3 +127,19 @@ def test_cpu_spent_inside_not_counted_is_not_the_rank_s_work(fake_time):
         fake_time.compute(0.5)  # packing a stamp, gloo moving the bytes
     fake_time.compute(0.001)
     assert clock.advance() == pytest.approx(1024 + 0.004, abs=1e-12)
+
+
+def test_a_rank_that_waited_for_a_hook_s_result_is_at_its_deadline(monkeypatch):
+    """DDP's backward blocks until every bucket is back: what the rank computes next is
+    stamped after the last bucket's deadline, not at a time from before the wait."""
+    from course_utils.network import hook, wire
+
+    with wire.active("8mbit,20ms"):
+        start = wire.now()
+        wire.waited_until(start + 5.0)
+        assert wire.now() >= start + 5.0
+        wire.waited_until(start)  # an earlier deadline never moves the clock back
+        assert wire.now() >= start + 5.0
+        monkeypatch.setattr(hook, "_last_deadline", [start + 9.0])
+        hook.waited_for_every_bucket()
+        assert wire.now() >= start + 9.0
