@@ -37,8 +37,8 @@ class Profile:
     dataset: str  # "mnist1d" or "cifar10"
     model: str  # the model the training notebooks use by default
     launch_timeout: float  # seconds before a stuck launch is stopped
-    # the network the timing lessons run over: "real", or an emulated one ("100mbit,2ms");
-    # see course_utils.network.wire and `default_link` below
+    # the network the timing lessons run over: "real", or a simulated one (a preset such as
+    # "10gbe", or "100mbit,2ms"); see course_utils.network and `default_link` below
     link: str = "real"
     sgd: SgdSizes = field(default_factory=SgdSizes)
     collectives: CollectivesSizes = field(default_factory=CollectivesSizes)
@@ -207,15 +207,18 @@ def fit_to_gpus(profile: Profile, gpus: int) -> Profile:
 def default_link() -> str:
     """The link the timing lessons use unless told otherwise: the current profile's.
 
-    `cpu`: an emulated 100 Mbit/s link with 5 ms latency: Fast-Ethernet bandwidth with
+    `cpu`: a simulated 100 Mbit/s link with 5 ms latency: Fast-Ethernet bandwidth with
     the latency of a busy shared network (a campus LAN through a few switches and a TCP
     stack, or Wi-Fi). Its wire time must dominate what the ranks really cost each other
     when 8 of them share 2 cores: a step of a ring there costs a few milliseconds (a woken
-    rank can wait a scheduler tick for a core), which the emulated link hides behind its
+    rank can wait a scheduler tick for a core), which the simulator hides behind its
     wire (`network.clock`) only while alpha exceeds it; a 2 MB message's 170 ms is 5x
     what the real loopback needs even on 8 ranks. It is still fast enough that the
     lessons' messages (1 KB to 2 MB) span the latency- and the bandwidth-bound regimes
-    in seconds. `gpu`: the real link (NCCL over NVLink or PCIe), no emulation.
+    in seconds. Every time on it is on the simulated clock, and says so; what a verdict may
+    check there is the schedule of the code that sent the messages, never the formula the
+    simulator charged (`core.timing_claims`). `gpu`: the real link (NCCL over NVLink or
+    PCIe), no simulation.
     """
     return current().link
 
