@@ -59,8 +59,8 @@ def launch(
     `launch_timeout` (120 s on the cpu profile, an hour for the gpu profile's full runs).
     """
     kwargs = {} if kwargs is None else kwargs
-    timeout = default_timeout() if timeout is None else timeout
     try:  # no rank exists yet: an interrupt here stops nothing, and says so
+        timeout = default_timeout() if timeout is None else timeout
         world_size, timeout = _check_arguments(fn, world_size, timeout, args, kwargs)
         backend = rank_setup.resolve_backend(backend, world_size)
         payload = _pickle_payload(fn, args, kwargs)
