@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import os
 
-from .machine import MachineShare, busiest, on_a_quiet_machine, watch
+from .machine import MachineShare, busiest, machine_cores, on_a_quiet_machine, watch
 
 __all__ = [
     "FAIL", "NOT_JUDGED", "NOT_SOLVED", "PASS", "MachineShare", "Verdict", "attempt", "busiest",
-    "on_a_quiet_machine", "verdict", "watch",
+    "machine_cores", "on_a_quiet_machine", "verdict", "watch",
 ]  # fmt: skip
 
 PASS = "✓"

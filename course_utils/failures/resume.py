@@ -104,7 +104,8 @@ def checkpointed_training(cfg: RunConfig) -> dict:
         start = checkpoint.load(state, cfg.checkpoint_dir)
         loaded, loaded_digest = time.time(), params_digest(model)
     ddp = replica(model)
-    losses, saves, first_step = [], [], []
+    losses, saves, first_step, update_ends = [], [], [], []
+    began = time.perf_counter()
 
     def after_step(steps: int, loss: float) -> None:
         state.step = start + steps
@@ -116,6 +117,7 @@ def checkpointed_training(cfg: RunConfig) -> dict:
                 log.write(f"{state.step} {loss!r}\n")
         if cfg.every and cfg.checkpoint_dir and state.step % cfg.every == 0:
             saves.append(checkpoint.save(state, cfg.checkpoint_dir))
+        update_ends.append(time.perf_counter() - began)
         if state.step == cfg.kill_at and dist.get_rank() == cfg.kill_rank:
             if cfg.log_dir:
                 (Path(cfg.log_dir) / "killed_at.txt").write_text(repr(time.time()))
@@ -132,6 +134,7 @@ def checkpointed_training(cfg: RunConfig) -> dict:
         "start": start,
         "losses": losses,
         "save_seconds": saves,
+        "update_ends": update_ends,  # seconds from the start to the end of each update (and save)
         "seconds": history.seconds if history else 0.0,
         "loaded_at": loaded,
         "loaded_digest": loaded_digest,

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import math
 
-from ..core.checks import Verdict, verdict
+from ..core.checks import MachineShare, Verdict, verdict
+from ..core.timing_claims import timing_claim
 
 RECOVERY_TARGET = 30.0  # seconds from a kill to training again, on 2 cores
 
@@ -41,14 +42,20 @@ def recovers_quickly(seconds: float, limit: float = RECOVERY_TARGET) -> Verdict:
     return verdict(0 < seconds < limit, f"training resumed within {limit:g} s of the kill")
 
 
-def young_agrees(lost: dict, young_steps: float, slack: float = 0.2) -> Verdict:
+@timing_claim("real", "measurement", "test_youngs_formula_and_its_verdict")
+def young_agrees(
+    lost: dict, young_steps: float, slack: float = 0.2, machine: MachineShare | None = None
+) -> Verdict:
     """Saving at Young's interval (the k measured nearest to it) loses at most `slack` more
-    than the best k measured. Near its minimum the curve is flat, so this, not the argmin,
-    is what measurement noise leaves stable."""
+    than the best k. `lost` comes from failures replayed on measured runs (`young`), not
+    from Young's formula. Near its minimum the curve is flat, so this, not the argmin, is
+    what measurement noise leaves stable. `machine`: the share the runs were timed in."""
     nearest = min(lost, key=lambda k: abs(math.log(k / young_steps)))
     return verdict(
         lost[nearest] <= (1 + slack) * min(lost.values()),
-        f"saving at Young's √(2·C·M) loses at most {slack:.0%} more than the best interval",
+        f"real clock: saving at Young's √(2·C·M) loses at most {slack:.0%} more than the best "
+        "interval, with random failures replayed on the measured runs",
+        machine=machine,
     )
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import tempfile
 from dataclasses import replace
 
+import numpy as np
 import pytest
 import torch
 
@@ -67,16 +68,81 @@ def test_global_batches_are_the_same_whatever_the_number_of_ranks():
     assert union(4) == union(2) == union(1)
 
 
+def _timed_runs(steps: int, step: float, save: float, intervals=(1, 2, 4, 8, 16)) -> dict:
+    """Runs as `young.time_intervals` returns them: every update `step` s, every save `save` s."""
+
+    def run(k):
+        ends = list(
+            np.cumsum([step + (save if k and i % k == 0 else 0) for i in range(1, steps + 1)])
+        )
+        saves = [save] * (steps // k if k else 0)
+        return {"seconds": ends[-1], "saving": sum(saves), "saves": saves, "update_ends": ends}
+
+    return {k: run(k) for k in (None, *intervals)}
+
+
+def _walked(update_ends, every, mtbf, restart, baseline, jobs, cycles, seed=0) -> float:
+    """replay_failures' serial twin: the job walked one update at a time, same random gaps."""
+    one = np.diff([0.0, *update_ends])
+    rng, spent = np.random.default_rng(seed), 0.0
+    for _ in range(jobs):
+        done, finished = 0, False
+        while not finished:
+            gap, elapsed, i = rng.exponential(mtbf), 0.0, done
+            while i < len(one) * cycles and elapsed + one[i % len(one)] <= gap:
+                elapsed, i = elapsed + one[i % len(one)], i + 1
+            if i == len(one) * cycles:
+                spent, finished = spent + elapsed, True
+            else:
+                spent, done = spent + gap + restart, max(done, i // every * every)
+    return (spent / jobs - cycles * baseline) / (cycles * baseline / mtbf)
+
+
+def test_replayed_failures_equal_the_job_walked_one_update_at_a_time():
+    runs = _timed_runs(steps=16, step=0.01, save=0.03)
+    for k in (1, 4, 16):
+        args = (runs[k]["update_ends"], k, 0.3, 0.05, runs[None]["seconds"])
+        fast = young.replay_failures(*args, jobs=30, cycles=5, seed=1)
+        assert fast == pytest.approx(_walked(*args, jobs=30, cycles=5, seed=1))
+
+
+def test_a_failure_costs_half_an_update_and_the_restart_when_every_update_is_saved_free():
+    runs = _timed_runs(steps=16, step=0.01, save=0.0)
+    lost = young.replay_failures(runs[1]["update_ends"], 1, 1.0, 0.2, runs[None]["seconds"])
+    assert lost == pytest.approx(0.2 + 0.005, rel=0.05)
+
+
+def test_saves_go_in_after_every_kth_update_of_the_plain_run():
+    assert young.with_saves([1.0, 2.0, 3.0, 4.0], 2, [0.5, 0.25]) == [1.0, 2.5, 3.5, 4.75]
+    assert young.with_saves([1.0, 2.0], 4, []) == [1.0, 2.0]
+
+
 def test_youngs_formula_and_its_verdict():
     assert young.young_interval(2.0, 100.0) == pytest.approx(20.0)
-    runs = {None: {"seconds": 1.0, "saving": 0.0}}
-    runs |= {k: {"seconds": 1.0 + 1 / k, "saving": 1 / k} for k in (1, 2, 4, 8, 16)}
-    lost = young.lost_time(runs, steps=16, mtbf_steps=100, restart=0.5)
-    assert lost["save_seconds"] == pytest.approx(1 / 16)
-    assert lost["young_steps"] == pytest.approx((2 / 16 * 100 / 16) ** 0.5 * 16)
+    runs = _timed_runs(steps=32, step=0.01, save=0.02, intervals=(1, 2, 4, 8, 16, 32))
+    lost = young.lost_time(runs, steps=32, mtbf_steps=50, restart=0.1)
+    assert lost["save_seconds"] == pytest.approx(0.02)
+    assert lost["young_steps"] == pytest.approx((2 * 0.02 * 0.5) ** 0.5 / 0.01)
+    assert min(lost["lost"], key=lost["lost"].get) in (8, 16)  # Young: 14 updates
     assert verdicts.young_agrees(lost["lost"], lost["young_steps"])
     assert not verdicts.young_agrees({1: 1.0, 2: 2.0, 32: 3.0}, young_steps=16)
     assert not verdicts.young_agrees({1: 3.0, 4: 1.3, 16: 1.0}, young_steps=5)
+    # saves that cost more the more updates they cover (C = 10 ms per update since the last):
+    # Young assumes one C, and the replay shows that saving every update is then best
+    for k, run in runs.items():
+        if k:
+            run["saves"] = [0.01 * k] * (32 // k)
+            run["saving"] = 0.01 * 32
+    lost = young.lost_time(runs, steps=32, mtbf_steps=50, restart=0.0)
+    assert min(lost["lost"], key=lost["lost"].get) == 1 and lost["young_steps"] > 8
+    assert not verdicts.young_agrees(lost["lost"], lost["young_steps"])
+
+
+def test_replay_refuses_what_it_cannot_replay():
+    with pytest.raises(ValueError, match="every >= 1"):
+        young.replay_failures([0.1, 0.2], 0, 1.0, 0.0, 0.2)
+    with pytest.raises(ValueError, match="mtbf > 0"):
+        young.replay_failures([], 1, 1.0, 0.0, 0.2)
 
 
 def test_a_checkpoint_folder_without_metadata_is_not_complete():
