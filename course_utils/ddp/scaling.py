@@ -22,10 +22,12 @@ import torch.distributed as dist
 from torch import nn
 
 from ..core.checks import Verdict, verdict
+from ..core.timing_claims import timing_claim
 from ..network import wire as links
 from ..ranks.bootstrap import device
 from ..ranks.launch import launch
 from .overlap import stacked_mlp
+from .verdicts import link_clock
 
 __all__ = [
     "ScalingPoint",
@@ -134,14 +136,19 @@ def crossover(runs: dict[int, list[ScalingPoint]]) -> tuple[float | None, float 
     return (min(won) if won else None), (max(lost) if lost else None)
 
 
-def two_ranks_win_above(runs: dict[int, list[ScalingPoint]]) -> Verdict:
+@timing_claim(
+    "named by its rows", "measurement", "test_crossover_verdict_needs_wins_above_and_losses_below"
+)
+def two_ranks_win_above(runs: dict[int, list[ScalingPoint]], link) -> Verdict:
     """There is a compute per step above which 2 ranks beat one process and below which
-    they lose: at least one run of each kind, and every win has more compute than every loss."""
+    they lose: at least one run of each kind, and every win has more compute than every loss.
+    `link`: what the all-reduces ran over (the compute is each rank's CPU time)."""
     least_won, most_lost = crossover(runs)
     return verdict(
         least_won is not None and most_lost is not None and least_won > most_lost,
-        "2 ranks beat one process exactly in the runs with the most compute per step: "
-        "a crossover lies between the largest losing and the smallest winning compute",
+        f"{link_clock(link)}: 2 ranks beat one process exactly in the runs with the most "
+        "compute per step: a crossover lies between the largest losing and the smallest "
+        "winning compute",
     )
 
 

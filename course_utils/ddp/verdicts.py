@@ -15,7 +15,9 @@ __all__ = [
     "digest_spread",
     "effective_batch_counted",
     "equal_effective_batch",
+    "link_clock",
     "no_sync_saves_no_syncs",
+    "none_overlaps_after_backward",
     "overlap_physically_possible",
     "overlap_saves",
     "same_parameters",
@@ -130,12 +132,34 @@ def effective_batch_counted(reports: list[dict], nodes: int, per_rank_batch: int
     )
 
 
-def communication_overlaps_backward(traces: list[dict], share: float = 0.25) -> Verdict:
-    """In the profiled step, on average over the ranks, all-reduces and backward ops ran
-    at once for at least `share` of the shorter of the two (`trace.overlap_fraction`)."""
+def link_clock(link) -> str:
+    """What a DDP timing over `link` (a `network` Link) is on: its compute is always
+    measured; its wire is simulated unless the link is the real one."""
+    return "simulated link, real compute" if link.emulated else "real clock"
+
+
+@timing_claim(
+    "named by its rows", "threshold", "test_profiler_sees_ddp_overlap_and_none_after_backward"
+)
+def communication_overlaps_backward(traces: list[dict], link, share: float = 0.25) -> Verdict:
+    """In the profiled step over `link`, on average over the ranks, all-reduces and backward
+    ops ran at once for at least `share` of the shorter of the two (`trace.overlap_fraction`)."""
     mean = sum(t["overlap"] for t in traces) / len(traces) if traces else 0.0
     return verdict(
         mean >= share,
-        f"the profiler shows all-reduces running during the backward pass for at least "
-        f"{share:.0%} of the shorter of the two (mean over the ranks)",
+        f"{link_clock(link)}: the profiler shows all-reduces running during the backward pass "
+        f"for at least {share:.0%} of the shorter of the two (mean over the ranks)",
+    )
+
+
+@timing_claim(
+    "named by its rows", "schedule", "test_profiler_sees_ddp_overlap_and_none_after_backward"
+)
+def none_overlaps_after_backward(traces: list[dict], link) -> Verdict:
+    """The twin that issues its all-reduces once `backward()` has returned: the profiler
+    must see none of them inside the backward pass, or it is not measuring what it says."""
+    return verdict(
+        bool(traces) and max(t["overlap"] for t in traces) == 0,
+        f"{link_clock(link)}: issued after backward() returns, no all-reduce time falls inside "
+        "the backward pass",
     )

@@ -95,23 +95,34 @@ def hang_found(report: dict, rank: int, function: str) -> Verdict:
     )
 
 
-def straggler_found(table: dict, rank: int, ratio: float = 3.0) -> Verdict:
-    """The slowest worker is `rank`, with more than `ratio` times the median rank's work."""
+@timing_claim("real", "measurement", "test_the_straggler_verdicts_fail_when_every_rank_is_alike")
+def straggler_found(
+    table: dict, rank: int, ratio: float = 3.0, machine: MachineShare | None = None
+) -> Verdict:
+    """The slowest worker is `rank`, with more than `ratio` times the median rank's work
+    (wall times: `machine` is what other programs took of the ranks' cores meanwhile)."""
     work = {r: t["work"] for r, t in table.items()}
     others = sorted(w for r, w in work.items() if r != rank)
     median = others[len(others) // 2] if others else 0.0
     return verdict(
         max(work, key=work.get) == rank and work[rank] > ratio * median,
-        f"the rank that does more than {ratio:g}x the others' work per update is the slow one",
+        f"real clock: the rank that does more than {ratio:g}x the others' work per update is "
+        "the slow one",
+        machine=machine,
     )
 
 
-def job_waits_for_straggler(table: dict, rank: int, share: float = 0.9) -> Verdict:
+@timing_claim("real", "measurement", "test_the_straggler_verdicts_fail_when_every_rank_is_alike")
+def job_waits_for_straggler(
+    table: dict, rank: int, share: float = 0.9, machine: MachineShare | None = None
+) -> Verdict:
     """Every rank's update lasts at least `share` of the slow rank's work."""
     slow = table[rank]["work"]
     return verdict(
         all(t["step"] >= share * slow for t in table.values()),
-        "every rank's update lasts as long as the slow rank's work: the whole job waits",
+        "real clock: every rank's update lasts as long as the slow rank's work: the whole job "
+        "waits",
+        machine=machine,
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from itertools import pairwise
 
 from ..core.checks import Verdict, verdict
+from ..core.timing_claims import timing_claim
 from .formulas import comm_multiple, model_state_bytes
 
 __all__ = [
@@ -156,14 +157,18 @@ def checkpointing_saves_bytes(rows: list[dict], least: float = 0.5) -> list[Verd
     ]
 
 
+@timing_claim("real", "measurement", "test_checkpointing_verdicts")
 def checkpointing_costs_a_forward(rows: list[dict], most: float = 1.5) -> Verdict:
-    """Checkpointing every block costs more time, but at most about one extra forward pass."""
+    """Checkpointing every block costs more time, but at most about one extra forward pass
+    (both the median step's CPU time of one process: other programs on the machine do not
+    lengthen it, as they would a wall time)."""
     none = next(r for r in rows if not r["checkpointed"])
     full = max(rows, key=lambda r: r["checkpointed"])
     extra = full["step_seconds"] - none["step_seconds"]
     return verdict(
         0 < extra <= most * none["forward_seconds"],
-        "recomputing every block costs extra time, at most about one forward pass",
+        "real clock (one process's CPU time): recomputing every block costs extra time, at "
+        "most about one forward pass",
     )
 
 

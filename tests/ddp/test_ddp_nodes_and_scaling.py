@@ -80,8 +80,13 @@ def test_profiler_sees_ddp_overlap_and_none_after_backward():
     assert all(t["allreduce"] and t["backward"] for t in ddp_step + after)
     assert ddp_step[0]["trace"].endswith(trace.TRACE_NAME)
     assert max(t["overlap"] for t in after) == 0
-    assert not verdicts.communication_overlaps_backward(after).ok  # effect absent
-    assert verdicts.communication_overlaps_backward([{"overlap": 0.6}, {"overlap": 0.4}]).ok
+    slow = link.parse(kw["link"])
+    assert not verdicts.communication_overlaps_backward(after, slow).ok  # effect absent
+    assert verdicts.communication_overlaps_backward([{"overlap": 0.6}, {"overlap": 0.4}], slow).ok
+    assert verdicts.none_overlaps_after_backward(after, slow).ok
+    assert not verdicts.none_overlaps_after_backward([{"overlap": 0.0}, {"overlap": 0.3}], slow).ok
+    assert "simulated link" in repr(verdicts.none_overlaps_after_backward(after, slow))
+    assert repr(verdicts.none_overlaps_after_backward(after, link.REAL)).startswith("✓ real clock")
     assert "DDP" in charts.profiled_title({"DDP": ddp_step, "after": after}, link.parse(kw["link"]))
     assert charts.profiled_timeline({"DDP": ddp_step, "after": after}, "t") is not None
 
@@ -109,11 +114,11 @@ def test_crossover_verdict_needs_wins_above_and_losses_below():
     small = points(256, {1: (10, 0), 2: (5, 20)})
     large = points(4096, {1: (100, 0), 2: (50, 20)})
     assert scaling.crossover({256: small, 4096: large}) == pytest.approx((0.1, 0.01))
-    assert scaling.two_ranks_win_above({256: small, 4096: large}).ok
-    assert not scaling.two_ranks_win_above({256: small}).ok  # DDP never wins: no crossover
-    assert not scaling.two_ranks_win_above({4096: large}).ok  # never loses: none seen
+    assert scaling.two_ranks_win_above({256: small, 4096: large}, SLOW).ok
+    assert not scaling.two_ranks_win_above({256: small}, SLOW).ok  # DDP never wins: no crossover
+    assert not scaling.two_ranks_win_above({4096: large}, SLOW).ok  # never loses: none seen
     odd = points(512, {1: (200, 0), 2: (100, 150)})  # more compute, yet it loses
-    assert not scaling.two_ranks_win_above({256: small, 4096: large, 512: odd}).ok
+    assert not scaling.two_ranks_win_above({256: small, 4096: large, 512: odd}, SLOW).ok
 
 
 def test_strong_scaling_measures_compute_and_the_link():
