@@ -17,6 +17,7 @@ import torch.distributed as dist
 
 from ..core.checks import NOT_SOLVED, attempt, verdict
 from ..core.errors import LaunchError, LaunchTimeout
+from ..ranks.bootstrap import device
 from ..ranks.launch import launch
 
 RING_SIZES = (4, 3, 5)
@@ -40,7 +41,7 @@ def check_tree(fn, timeout: float = 5.0) -> bool:
 
 def _inputs(rank: int, numel: int) -> torch.Tensor:
     g = torch.Generator().manual_seed(97 * rank + numel)
-    return torch.randint(-1000, 1000, (numel,), generator=g, dtype=torch.int64)
+    return torch.randint(-1000, 1000, (numel,), generator=g, dtype=torch.int64)  # cpu: seeded
 
 
 def _expected(numel: int, world_size: int) -> torch.Tensor:
@@ -88,7 +89,7 @@ def _on_rank(fn) -> list[dict]:
         runs = []
         for numel in LENGTHS:
             events.clear()
-            out = attempt(fn, _inputs(dist.get_rank(), numel))
+            out = attempt(fn, _inputs(dist.get_rank(), numel).to(device()))
             solved = not (isinstance(out, str) and out == NOT_SOLVED)
             if solved and not isinstance(out, torch.Tensor):
                 out = f"a {type(out).__name__}"

@@ -73,9 +73,9 @@ def _compare_on_rank(numels: tuple, dtypes: tuple) -> list[dict]:
         for numel in numels:
             g = torch.Generator().manual_seed(1000 * rank + numel)
             if dtype.is_floating_point:
-                x = torch.randn(numel, generator=g, dtype=torch.float64).to(dtype)
+                x = torch.randn(numel, generator=g, dtype=torch.float64).to(dtype)  # cpu: seeded
             else:
-                x = torch.randint(-(10**6), 10**6, (numel,), generator=g, dtype=dtype)
+                x = torch.randint(-(10**6), 10**6, (numel,), generator=g, dtype=dtype)  # cpu
             x = x.to(device())
             expected = x.clone()
             dist.all_reduce(expected)

@@ -52,7 +52,9 @@ def parameter_digest(model: torch.nn.Module) -> list[float]:
     digests agree to rounding hold the same weights, while one differing weight shows."""
     flat = torch.cat([p.detach().double().flatten().cpu() for p in model.parameters()])
     g = torch.Generator().manual_seed(1234)
-    directions = torch.randn(DIGEST_PROJECTIONS, flat.numel(), generator=g, dtype=torch.float64)
+    directions = torch.randn(  # cpu: beside the CPU copy of the weights, seeded alike everywhere
+        DIGEST_PROJECTIONS, flat.numel(), generator=g, dtype=torch.float64
+    )
     return (directions @ flat).tolist()
 
 

@@ -17,6 +17,7 @@ import torch.distributed as dist
 
 from ..core.checks import NOT_SOLVED, attempt, verdict
 from ..core.errors import LaunchError
+from ..ranks.bootstrap import device
 from ..ranks.launch import launch
 
 __all__ = ["MOMENTUM", "check_shard_optimizer"]
@@ -31,16 +32,16 @@ LR = 0.1
 def _grad(rank: int, step: int, numel: int) -> torch.Tensor:
     return torch.randn(
         numel, generator=torch.Generator().manual_seed(1000 * rank + 10 * step + numel)
-    )
+    )  # cpu: seeded; a rank moves it to its device
 
 
 def _start(numel: int) -> torch.Tensor:
-    return torch.linspace(-1, 1, numel)
+    return torch.linspace(-1, 1, numel)  # cpu: a rank moves it to its device
 
 
 def expected(numel: int, world: int = WORLD_SIZE, extra_division: int = 1) -> torch.Tensor:
     """Momentum SGD on the mean gradient, on one process: what every rank must end with."""
-    params, momentum = _start(numel), torch.zeros(numel)
+    params, momentum = _start(numel), torch.zeros(numel)  # cpu: the serial twin, in the parent
     for step in range(STEPS):
         mean = sum(_grad(r, step, numel) for r in range(world)) / world / extra_division
         momentum = MOMENTUM * momentum + mean
@@ -56,9 +57,9 @@ def _on_rank(fn, numel: int) -> dict:
 
 def _steps(fn, numel: int) -> dict:
     rank = dist.get_rank()
-    params, state = _start(numel), {}
+    params, state = _start(numel).to(device()), {}
     for step in range(STEPS):
-        out = attempt(fn, params.clone(), _grad(rank, step, numel), state, LR)
+        out = attempt(fn, params.clone(), _grad(rank, step, numel).to(device()), state, LR)
         if not isinstance(out, torch.Tensor):
             return {"out": out if out == NOT_SOLVED else f"a {type(out).__name__}"}
         params = out.detach().reshape(-1).clone()

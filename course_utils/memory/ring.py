@@ -30,7 +30,7 @@ def _ring(flat: torch.Tensor, trace: Trace, add: bool, offset: int) -> torch.Ten
     trace.itemsize = flat.element_size()
     bounds = chunk_bounds(flat.numel(), world)
     right, left = (rank + 1) % world, (rank - 1) % world
-    incoming = torch.empty(max(b - a for a, b in bounds), dtype=flat.dtype)
+    incoming = torch.empty(max(b - a for a, b in bounds), dtype=flat.dtype, device=flat.device)
     for step in range(world - 1):
         trace.next_round("reduce-scatter" if add else "all-gather")
         send = bounds[(rank - step - offset) % world]

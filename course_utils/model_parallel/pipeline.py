@@ -85,7 +85,7 @@ def _pad_to(start: float, seconds: float) -> None:
 def import_autograd_extras() -> None:
     """Backward from a given gradient lazily imports sympy (seconds on a busy laptop); do it
     once in the parent, so that every forked rank starts with it already imported."""
-    x = torch.zeros(1, requires_grad=True)
+    x = torch.zeros(1, requires_grad=True)  # cpu: in the parent, before any rank
     y = x * 2
     y.backward(torch.ones_like(y))
 
