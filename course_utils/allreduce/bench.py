@@ -1,6 +1,6 @@
 """The hand-written allreduce algorithms on both clocks, each against its own target.
 
-Simulated (the cpu profile's link, or `--link 100mbit`, `--link 10gbe`): every algorithm
+Simulated (the profile's simulated link, or `--link 100mbit`, `--link 10gbe`): every algorithm
 on every N and message size; target (design.md): each hand-written algorithm within 25% of
 the alpha-beta model of its *schedule* on the link's own alpha and beta (the simulator
 charges messages, not algorithms, so a wrong schedule would miss it). The built-in is
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import statistics
 
+from ..core.profiles import simulated_link
 from ..network import wire as links
 from .algorithms import ALGORITHMS
 
@@ -30,7 +31,9 @@ RING_TARGET = 1.1
 
 
 def add_arguments(parser) -> None:
-    links.add_argument(parser, default="both: the profile's simulated link and the real one")
+    links.add_argument(
+        parser, default="both: the simulated sweep and the real runs with a core per rank"
+    )
     parser.add_argument("--world-size", type=int, default=2, help="real link: ranks (a core each)")
     parser.add_argument("--size-mb", type=float, default=16.0, help="real link: message size")
     parser.add_argument("--repeats", type=int, default=None, help="fastest of this many runs")
@@ -44,11 +47,12 @@ def add_arguments(parser) -> None:
 
 def run(args) -> dict:
     if args.busbw:
-        return _bus_bandwidth(links.resolve(args.link), args)
+        return _bus_bandwidth(links.resolve(args.link, args.world_size), args)
     if args.link is not None:
-        link = links.resolve(args.link)
+        link = links.resolve(args.link, max(_worlds(args)))
         return _against_schedule(link, args) if link.emulated else _against_builtin(args)
-    simulated, real = _against_schedule(links.resolve(None), args), _against_builtin(args)
+    simulated = _against_schedule(links.parse(simulated_link()), args)
+    real = _against_builtin(args)
     met = [simulated["met"], real["met"]]
     return {
         "benchmark": NAME,
@@ -69,7 +73,7 @@ def _against_schedule(link, args) -> dict:
 
     sizes = current().collectives
     nbytes = sizes.message_bytes
-    worlds = [int(n) for n in args.world_sizes.split(",")]
+    worlds = _worlds(args)
     on_link = cost_model.AlphaBeta(alpha=link.alpha, beta=link.beta)
     rows = []
     for world in worlds:
@@ -103,6 +107,10 @@ def _against_schedule(link, args) -> dict:
         "met": all(r["meets_target"] for r in rows if r["meets_target"] is not None),
         "rows": rows,
     }
+
+
+def _worlds(args) -> list[int]:
+    return [int(n) for n in args.world_sizes.split(",")]
 
 
 def _against_builtin(args) -> dict:

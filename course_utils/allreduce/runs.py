@@ -117,7 +117,7 @@ def pingpong(
     The fastest, not the median: it is what the link itself needs, while the slower runs
     measure how busy the machine's other programs kept the cores.
     """
-    args = (tuple(nbytes), repeats, links.resolve(link))
+    args = (tuple(nbytes), repeats, links.resolve(link, 2, backend))
     return launch(_pingpong_on_rank, 2, args=args, timeout=timeout, backend=backend)[0]
 
 
@@ -180,7 +180,13 @@ def time_allreduce(
     return launch(
         _time_on_rank,
         world_size,
-        args=(tuple(nbytes), repeats, tuple(algorithms), links.resolve(link), every_repeat),
+        args=(
+            tuple(nbytes),
+            repeats,
+            tuple(algorithms),
+            links.resolve(link, world_size, backend),
+            every_repeat,
+        ),
         timeout=timeout,
         backend=backend,
     )[0]

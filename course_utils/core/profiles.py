@@ -37,9 +37,11 @@ class Profile:
     dataset: str  # "mnist1d" or "cifar10"
     model: str  # the model the training notebooks use by default
     launch_timeout: float  # seconds before a stuck launch is stopped
-    # the network the timing lessons run over: "real", or a simulated one (a preset such as
-    # "10gbe", or "100mbit,2ms"); see course_utils.network and `default_link` below
-    link: str = "real"
+    # the network the timing lessons run over: "auto" (real where every rank has a core or
+    # a GPU, else `simulated_link`), "real", or a simulated one (a preset such as "10gbe",
+    # or "100mbit,2ms"); see course_utils.network and `default_link` below
+    link: str = "auto"
+    simulated_link: str = "100mbit,5ms"  # what "auto" crosses when the ranks outnumber the cores
     sgd: SgdSizes = field(default_factory=SgdSizes)
     collectives: CollectivesSizes = field(default_factory=CollectivesSizes)
     pipeline: PipelineSizes = field(default_factory=PipelineSizes)
@@ -60,7 +62,6 @@ PROFILES = {
         dataset="mnist1d",
         model="mlp",
         launch_timeout=120.0,
-        link="100mbit,5ms",
         sgd=SgdSizes(
             epochs=10,
             batch_sizes=(8, 32, 128, 512),
@@ -205,22 +206,31 @@ def fit_to_gpus(profile: Profile, gpus: int) -> Profile:
 
 
 def default_link() -> str:
-    """The link the timing lessons use unless told otherwise: the current profile's.
+    """The link the timing lessons use unless told otherwise: the current profile's, 'auto'.
 
-    `cpu`: a simulated 100 Mbit/s link with 5 ms latency: Fast-Ethernet bandwidth with
-    the latency of a busy shared network (a campus LAN through a few switches and a TCP
-    stack, or Wi-Fi). Its wire time must dominate what the ranks really cost each other
-    when 8 of them share 2 cores: a step of a ring there costs a few milliseconds (a woken
-    rank can wait a scheduler tick for a core), which the simulator hides behind its
-    wire (`network.clock`) only while alpha exceeds it; a 2 MB message's 170 ms is 5x
-    what the real loopback needs even on 8 ranks. It is still fast enough that the
-    lessons' messages (1 KB to 2 MB) span the latency- and the bandwidth-bound regimes
-    in seconds. Every time on it is on the simulated clock, and says so; what a verdict may
-    check there is the schedule of the code that sent the messages, never the formula the
-    simulator charged (`core.timing_claims`). `gpu`: the real link (NCCL over NVLink or
-    PCIe), no simulation.
+    'auto' is the real link wherever every rank has a core of its own or a GPU: then a time
+    is the wall clock's (`network.fabric.resolve`). Where the ranks outnumber the cores it
+    is `simulated_link`.
     """
     return current().link
+
+
+def simulated_link() -> str:
+    """What 'auto' crosses where the ranks outnumber the cores: the current profile's.
+
+    100 Mbit/s with 5 ms latency: Fast-Ethernet bandwidth with the latency of a busy
+    shared network (a campus LAN through a few switches and a TCP stack, or Wi-Fi). Its
+    wire time must dominate what the ranks really cost each other when 8 of them share 2
+    cores: a step of a ring there costs a few milliseconds (a woken rank can wait a
+    scheduler tick for a core), which the simulator hides behind its wire
+    (`network.clock`) only while alpha exceeds it; a 2 MB message's 170 ms is 5x what the
+    real loopback needs even on 8 ranks. It is still fast enough that the lessons'
+    messages (1 KB to 2 MB) span the latency- and the bandwidth-bound regimes in seconds.
+    Every time on it is on the simulated clock, and says so; what a verdict may check
+    there is the schedule of the code that sent the messages, never the formula the
+    simulator charged (`core.timing_claims`).
+    """
+    return current().simulated_link
 
 
 def current() -> Profile:

@@ -130,6 +130,7 @@ class DataParallelSizes:
     overhead_per_rank_batch: int = 16  # small, as in a naive run: a sync every few samples
     overhead_samples_per_rank: int = 512
     accumulate: int = 4  # no_sync: 4 micro-batches of 4, the same effective batch
+    fabric_presets: tuple[str, ...] = ("1gbe", "10gbe")  # naive DDP predicted on real fabrics
     overlap_link: str = "1gbit,1ms"  # a link as fast as the backward pass: overlap can show
     split_global_batch: int = 1024  # the lecture's question
     split_world_sizes: tuple[int, ...] = (1, 2, 4, 8)

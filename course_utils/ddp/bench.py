@@ -26,7 +26,7 @@ def add_arguments(parser) -> None:
 def run(args) -> dict:
     from .cost import measure, measure_single, standard_variants
 
-    link = links.resolve(args.link)
+    link = links.resolve(args.link, args.world_size)
     n, b = args.world_size, args.per_rank_batch
     single = measure_single(n * b, n * args.samples_per_rank, repeats=args.repeats)
     variants = standard_variants(b, args.accumulate)
@@ -38,6 +38,7 @@ def run(args) -> dict:
     return {
         "benchmark": NAME,
         "link": link.spec,
+        "clock": "simulated" if link.emulated else "real",
         "world_size": n,
         "seconds_per_1000_samples": {
             k: round(t.seconds_per_1000_samples, 4) for k, t in rows.items()

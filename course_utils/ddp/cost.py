@@ -183,7 +183,12 @@ def measure(
                     time_replica,
                     world_size,
                     backend=backend,
-                    args=(setup, variant, samples_per_rank, links.resolve(link)),
+                    args=(
+                        setup,
+                        variant,
+                        samples_per_rank,
+                        links.resolve(link, world_size, backend),
+                    ),
                 )
             )
             for _ in range(repeats)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from ..core import data as course_data
 from ..core.training import History, tensor_loader, train
 from ..lr_scaling.experiments import scaled_lr
+from ..network import wire as links
 from ..ranks.bootstrap import device
 from ..ranks.launch import launch
 from .cost import Variant, measure, measure_single
@@ -153,10 +154,12 @@ def split_global_batch(
 ) -> list[SplitRow]:
     """One global batch over 1, 2, 4 ... ranks: seconds of compute and of all-reduce per step.
 
-    The all-reduce crosses `link` (None: the profile's; the cpu profile's is emulated), and
-    a rank's compute is timed in one process at its per-rank batch: on a cluster each rank
-    has its own cores, while here 8 ranks would take turns on 2.
+    The all-reduce crosses `link` (None: the profile's, decided once for the largest world
+    size, so that the curve stays on one clock), and a rank's compute is timed in one
+    process at its per-rank batch: on a cluster each rank has its own cores, while here 8
+    ranks would take turns on 2.
     """
+    link = links.resolve(link, max(world_sizes), backend)
     rows = []
     for n in world_sizes:
         b = global_batch // n

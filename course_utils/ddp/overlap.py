@@ -47,7 +47,7 @@ def overlap_saving(
     step (the slowest rank's fastest step each), and what overlap saved. These are wall
     times, so `machine` says what other programs took of the ranks' cores meanwhile (the
     launch is repeated while they took them, see `core.machine`)."""
-    args = (layers, width, batch, bucket_cap_mb, steps, links.resolve(link))
+    args = (layers, width, batch, bucket_cap_mb, steps, links.resolve(link, world_size, backend))
     result, machine = on_a_quiet_machine(
         lambda: launch(_saving_on_rank, world_size, args=args, backend=backend)[0],
         world_size,

@@ -83,7 +83,7 @@ def strong_scaling(
 ) -> list[ScalingPoint]:  # fmt: skip
     """One global batch split over each number of ranks, timed over `link` (None: the
     profile's): per step, the slowest rank's compute (CPU time, one thread) and all-reduce."""
-    link = links.resolve(link)
+    link = links.resolve(link, max(world_sizes), backend)  # one curve, one clock
     points = []
     for n in world_sizes:
         args = (global_batch // n, width, layers, steps, link)

@@ -62,7 +62,7 @@ def run(args) -> dict:
     from .bubble import HANDOFF_LINK, measure_bubble
 
     sizes = profiles.current().pipeline
-    link = links.resolve(args.link or HANDOFF_LINK)
+    link = links.resolve(args.link or HANDOFF_LINK, args.stages)
     width = args.width or sizes.real_width
     batch = args.micro_batch_size or sizes.real_micro_batch_size
     repeats = args.repeats or sizes.real_repeats

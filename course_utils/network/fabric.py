@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass
 
 __all__ = [
+    "AUTO",
     "PRESETS",
     "REAL",
     "Link",
@@ -28,6 +29,7 @@ __all__ = [
     "parse",
     "resolve",
     "ring_allreduce_seconds",
+    "runs_real",
 ]
 
 
@@ -67,7 +69,7 @@ class Link:
     def label(self) -> str:
         """What a chart's subtitle says, e.g. 'simulated 100 Mbit/s link, α = 2 ms'."""
         if not self.emulated:
-            return "real link (loopback, ranks share the cores)"
+            return "real link (this machine's loopback), wall clock"
         both = self.both_ways_bits_per_second
         duplex = f" ({_rate(both)} each way when both are busy)" if both else ""
         named = f"{self.name}: " if self.name else ""
@@ -96,6 +98,7 @@ def _ms(seconds: float) -> str:
 
 
 REAL = Link()
+AUTO = "auto"  # real where every rank has a core or a GPU, simulated otherwise (`resolve`)
 PRESETS = {
     "1gbe": Link(alpha=50e-6, bits_per_second=1e9, name="1gbe"),
     "10gbe": Link(alpha=20e-6, bits_per_second=10e9, name="10gbe"),
@@ -121,6 +124,11 @@ def parse(spec: str | Link | None) -> Link:
     text = (spec or "real").strip().lower().replace(" ", "")
     if text == "real":
         return REAL
+    if text == AUTO:
+        raise ValueError(
+            "'auto' depends on how many ranks will run: pass it to `resolve` with their "
+            "world size, or name the link ('real', a preset, or e.g. '100mbit,5ms')."
+        )
     if text in PRESETS:
         return PRESETS[text]
     if text in FITTED:
@@ -128,7 +136,7 @@ def parse(spec: str | Link | None) -> Link:
     found = _SPEC.fullmatch(text)
     if not found:
         raise ValueError(
-            f"unknown link {spec!r}: use 'real', a preset ({', '.join(PRESETS)}, "
+            f"unknown link {spec!r}: use 'real', 'auto', a preset ({', '.join(PRESETS)}, "
             f"{THIS_MACHINE}), a bandwidth such as '1gbit' or '100mbit', or a bandwidth and "
             "a latency such as '100mbit,2ms'."
         )
@@ -141,22 +149,43 @@ def parse(spec: str | Link | None) -> Link:
     )
 
 
-def resolve(spec: str | Link | None) -> Link:
-    """`spec` as a Link; None means the current profile's default (`cpu`: simulated)."""
-    if spec is None:
-        from ..core.profiles import default_link
+def resolve(spec: str | Link | None, world_size: int | None = None, backend: str = "gloo") -> Link:
+    """`spec` as a Link; None means the current profile's link (`cpu`: 'auto').
 
-        spec = default_link()
+    'auto' is the real link where `world_size` ranks can each have a core of their own
+    (or a GPU, over NCCL): then a time is the wall clock's. Otherwise the ranks would
+    queue for the cores, and the wall clock would measure the scheduler, so the run
+    crosses the profile's simulated link instead. A sweep passes its largest world size,
+    so that one curve stays on one clock; no world size means the real link cannot be
+    promised.
+    """
+    from ..core.profiles import default_link, simulated_link
+
+    spec = default_link() if spec is None else spec
+    if isinstance(spec, str) and spec.strip().lower() == AUTO:
+        return REAL if runs_real(world_size, backend) else parse(simulated_link())
     return parse(spec)
 
 
-def add_argument(parser, default: str = "the profile's; cpu: a simulated 100 Mbit/s, 5 ms link"):
-    """`--link` for a timing benchmark: 'real', a preset, or a simulated link such as '1gbit'."""
+def runs_real(world_size: int | None, backend: str = "gloo") -> bool:
+    """Whether `world_size` ranks get a core each (gloo) or run on GPUs (NCCL)."""
+    from ..core.machine import machine_cores
+
+    if backend == "nccl":
+        return True
+    return world_size is not None and world_size <= machine_cores()
+
+
+def add_argument(
+    parser,
+    default: str = "auto: real where every rank has a core, else the profile's simulated link",
+):
+    """`--link` for a timing benchmark: 'real', 'auto', a preset, or a link such as '1gbit'."""
     parser.add_argument(
         "--link",
         default=None,
-        help=f"'real'; a preset: {', '.join(PRESETS)}, {THIS_MACHINE}; or a simulated link: "
-        f"'1gbit', '100mbit', '100mbit,2ms' (default: {default})",
+        help=f"'real'; 'auto'; a preset: {', '.join(PRESETS)}, {THIS_MACHINE}; or a simulated "
+        f"link: '1gbit', '100mbit', '100mbit,2ms' (default: {default})",
     )
 
 

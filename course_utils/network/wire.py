@@ -26,7 +26,7 @@ import torch
 import torch.distributed as dist
 
 from .clock import LAG, Clock, latest_moment
-from .fabric import PRESETS, REAL, Link, add_argument, parse, resolve, ring_allreduce_seconds
+from .fabric import AUTO, PRESETS, REAL, Link, add_argument, parse, resolve, ring_allreduce_seconds
 
 __all__ = [
     "PRESETS",
@@ -66,8 +66,11 @@ def active(link: Link | str | None, virtual: bool = False):
 
     `virtual`: time is this rank's CPU time plus the wire, never the real time it spent
     descheduled (for compute measured as if every rank had a core of its own; see `now`).
+    'auto' is decided here for this process group's size and backend (`fabric.resolve`).
     """
     previous = _state["link"], _state["clock"]
+    if isinstance(link, str) and link.strip().lower() == AUTO and dist.is_initialized():
+        link = resolve(link, dist.get_world_size(), dist.get_backend())
     _state["link"] = parse(link)
     slowdown = _state["link"].both_ways_slowdown
     _state["clock"] = Clock(math.inf if virtual else LAG, both_ways_slowdown=slowdown)

@@ -56,3 +56,13 @@ def test_busbw_sweep_gives_algbw_and_busbw_per_size(monkeypatch):
         assert abs(row["busbw_mb_s"] - row["algbw_mb_s"] * 4 / 3) <= 0.02
     slow = bench.run(_args("--busbw", "--link", "1gbit,1ms", "--world-size", "2", "--repeats", "1"))
     assert slow["clock"] == "simulated" and slow["met"] is None  # the link's rate by design
+
+
+def test_link_auto_runs_real_where_the_sweep_fits_the_cores_and_simulated_otherwise(monkeypatch):
+    ran = []
+    monkeypatch.setattr(bench, "_against_schedule", lambda link, args: ran.append(link.spec))
+    monkeypatch.setattr(bench, "_against_builtin", lambda args: ran.append("real"))
+    monkeypatch.setattr("course_utils.core.machine.machine_cores", lambda: 4)
+    bench.run(_args("--link", "auto", "--world-sizes", "2,4"))
+    bench.run(_args("--link", "auto", "--world-sizes", "2,4,8"))
+    assert ran == ["real", profiles.get("cpu").simulated_link]

@@ -45,9 +45,10 @@ def test_the_emulated_link_sets_ddps_communication_time():
 
 
 class _T:
-    def __init__(self, name, per_1000, batch=32, syncs=32):
+    def __init__(self, name, per_1000, batch=32, syncs=32, comm_share=0.5):
         self.name, self.seconds_per_1000_samples = name, per_1000
         self.effective_batch, self.syncs = batch, syncs
+        self.seconds, self.communication = 2.0, 2.0 * comm_share
 
 
 def test_ddp_verdicts_fail_where_the_effect_is_absent():
@@ -58,15 +59,28 @@ def test_ddp_verdicts_fail_where_the_effect_is_absent():
     assert not verdicts.slower_than(single, naive, "naive is slower").ok
     assert verdicts.equal_effective_batch([naive, single]).ok
     assert not verdicts.equal_effective_batch([naive, _T("8x batch", 0.05, batch=256)]).ok
-    assert verdicts.no_sync_saves_no_syncs(naive, _T("no_sync", 0.41)).ok
-    assert verdicts.no_sync_saves_no_syncs(naive, _T("no_sync, more compute", 0.55)).ok
-    assert not verdicts.no_sync_saves_no_syncs(naive, _T("no_sync, half the time", 0.2)).ok
+    assert verdicts.no_sync_saves_no_syncs(naive, _T("no_sync", 0.41), SLOW).ok
+    assert verdicts.no_sync_saves_no_syncs(naive, _T("no_sync, more compute", 0.55), SLOW).ok
+    assert not verdicts.no_sync_saves_no_syncs(naive, _T("no_sync, half the time", 0.2), SLOW).ok
     bigger_batch = _T("no_sync x8 at 8x the batch", 0.05, batch=256, syncs=4)
-    assert not verdicts.no_sync_saves_no_syncs(naive, bigger_batch).ok
+    assert not verdicts.no_sync_saves_no_syncs(naive, bigger_batch, SLOW).ok
     hog = MachineShare(cores=2, seconds=1.0, others_cores=1.0, machine_cores=2)
-    assert not verdicts.no_sync_saves_no_syncs(naive, bigger_batch, machine=hog).judged
+    assert not verdicts.no_sync_saves_no_syncs(naive, bigger_batch, SLOW, machine=hog).judged
     assert not verdicts.slower_than(naive, bigger_batch, "slower", hog).judged
     assert verdicts.saving(naive, _T("fp16", 0.35)) == pytest.approx(0.05)
+    # the lines name the clock of the link the rows crossed
+    assert repr(verdicts.naive_ddp_loses(naive, single, link.REAL)).startswith("✓ real clock")
+    assert "simulated link" in repr(verdicts.naive_ddp_loses(naive, single, SLOW))
+    assert not verdicts.naive_ddp_loses(single, naive, link.REAL).ok
+    # half of 0.4 s is all-reduce: more than one process's 0.01 s, not more than its 0.3 s
+    assert verdicts.communication_outweighs_one_process(naive, single, link.REAL).ok
+    slower_single = _T("one, slower", 0.3)
+    assert not verdicts.communication_outweighs_one_process(naive, slower_single, link.REAL).ok
+    small, powersgd, fp16 = _T("0.001 MB", 0.6), _T("PowerSGD", 0.5), _T("fp16", 0.3)
+    assert verdicts.smaller_buckets_cost_more(small, naive, SLOW).ok
+    assert not verdicts.smaller_buckets_cost_more(_T("0.001 MB, free", 0.3), naive, SLOW).ok
+    assert verdicts.powersgd_costs_more_than_fp16(powersgd, fp16, SLOW).ok
+    assert not verdicts.powersgd_costs_more_than_fp16(fp16, powersgd, SLOW).ok
 
 
 def test_overlap_saving_is_measured_and_its_verdict_fails_without_overlap():

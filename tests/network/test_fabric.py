@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from course_utils.network import fabric
+from course_utils.core import machine, profiles
+from course_utils.network import fabric, wire
+from course_utils.ranks.launch import launch
 
 
 def test_presets_are_named_and_ordered_by_bandwidth():
@@ -31,3 +33,33 @@ def test_a_both_ways_rate_slows_a_ring_and_round_trips_through_its_spec():
 def test_an_unknown_link_lists_the_presets():
     with pytest.raises(ValueError, match="ib-ndr.*this-machine"):
         fabric.parse("infiniband")
+
+
+def test_auto_is_real_only_where_every_rank_has_a_core_or_a_gpu(monkeypatch):
+    monkeypatch.setattr("course_utils.core.machine.machine_cores", lambda: 4)
+    monkeypatch.setenv("COURSE_PROFILE", "cpu")
+    simulated = fabric.parse(profiles.simulated_link())
+    assert fabric.resolve("auto", 4) is fabric.REAL
+    assert fabric.resolve("AUTO", 5) == simulated and simulated.emulated
+    assert fabric.resolve("auto", 8, backend="nccl") is fabric.REAL
+    assert fabric.resolve("auto") == simulated  # no world size: a core each is not promised
+    assert fabric.resolve(None, 2) is fabric.REAL  # the cpu profile's link is auto
+    assert fabric.resolve("10gbe", 2) is fabric.PRESETS["10gbe"]  # a named link is kept
+    with pytest.raises(ValueError, match="world size"):
+        fabric.parse("auto")
+
+
+def _link_inside_a_rank(spec: str) -> str:
+    with wire.active(spec) as link:
+        return link.spec
+
+
+def test_auto_inside_a_rank_is_decided_for_its_process_group(monkeypatch):
+    monkeypatch.setenv("COURSE_PROFILE", "cpu")
+    cores = machine.machine_cores()
+    on_two = launch(_link_inside_a_rank, 2, args=("auto",), backend="gloo")
+    assert on_two == ["real"] * 2 if cores >= 2 else [profiles.simulated_link()] * 2
+    over = cores + 1
+    if over <= 8:
+        got = launch(_link_inside_a_rank, over, args=("auto",), backend="gloo")
+        assert set(got) == {fabric.parse(profiles.simulated_link()).spec}
