@@ -9,7 +9,7 @@ calculator (`calculator`) and the exercise's checker (`exercises`).
 """
 
 from . import charts, formulas, verdicts
-from .anatomy import SavedBytes, rank_anatomy
+from .anatomy import SavedBytes, autocast_anatomy, rank_anatomy
 from .calculator import memory_calculator, per_rank_bytes
 from .charts import (
     anatomy_bars,
@@ -17,11 +17,12 @@ from .charts import (
     fsdp_timeline,
     precision_panels,
     zero_bytes,
+    zero_peaks,
     zero_traffic,
 )
 from .checkpointing import checkpointed_steps
 from .exercises import MOMENTUM, check_shard_optimizer
-from .formulas import comm_multiple, model_state_bytes
+from .formulas import comm_multiple, model_state_bytes, peak_bytes
 from .fsdp import fsdp_training, prefetched_layers
 from .precision import autocast_race, small_sums, underflow
 from .runs import batches, compare_stages
@@ -32,6 +33,7 @@ __all__ = [
     "STAGES",
     "SavedBytes",
     "anatomy_bars",
+    "autocast_anatomy",
     "autocast_race",
     "batches",
     "charts",
@@ -46,6 +48,7 @@ __all__ = [
     "memory_calculator",
     "mlp",
     "model_state_bytes",
+    "peak_bytes",
     "per_rank_bytes",
     "precision_panels",
     "prefetched_layers",
@@ -54,5 +57,6 @@ __all__ = [
     "underflow",
     "verdicts",
     "zero_bytes",
+    "zero_peaks",
     "zero_traffic",
 ]

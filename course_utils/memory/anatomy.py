@@ -1,7 +1,10 @@
 """Where one rank's bytes go during a training step with mixed-precision Adam (notebook 08).
 
-Weights and gradients in bf16, and Adam stepping an fp32 master copy with two fp32
-moments (Micikevicius et al. 2018): each is measured from the tensors' own sizes. The
+Two layouts, each measured from the tensors a real step leaves behind. The paper's
+(Micikevicius et al. 2018, and ZeRO's 16 bytes per parameter): a bf16 model, and
+`torch.optim.Adam` stepping an fp32 master copy with its two fp32 moments. PyTorch's own,
+`torch.autocast`: the model, its gradients and Adam's moments stay fp32, and the bf16
+copies of the weights live only during the step, among what autograd saves. The
 activations are what autograd keeps for backward, caught as it saves them with
 `torch.autograd.graph.saved_tensors_hooks` and counted once per storage.
 """
@@ -17,7 +20,7 @@ import torch.nn.functional as F
 from ..ranks.launch import launch
 from .zero import mlp, storage_bytes
 
-__all__ = ["SavedBytes", "measure_rank", "rank_anatomy"]
+__all__ = ["SavedBytes", "autocast_anatomy", "measure_rank", "rank_anatomy"]
 
 
 class SavedBytes(contextlib.AbstractContextManager):
@@ -29,6 +32,7 @@ class SavedBytes(contextlib.AbstractContextManager):
 
     def __init__(self, params=()):
         self.storages: dict[int, int] = {}
+        self.shapes: dict[int, tuple] = {}  # storage -> (shape, dtype) of what was saved
         self._params = {p.untyped_storage().data_ptr() for p in params}
         self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, lambda t: t)
 
@@ -36,11 +40,21 @@ class SavedBytes(contextlib.AbstractContextManager):
         key = t.untyped_storage().data_ptr()
         if key not in self._params:  # a view of a larger buffer counts only what it shows
             self.storages[key] = max(self.storages.get(key, 0), t.numel() * t.element_size())
+            self.shapes[key] = (tuple(t.shape), t.dtype)
         return t
 
     @property
     def nbytes(self) -> int:
         return sum(self.storages.values())
+
+    def copies_of(self, params, dtype: torch.dtype) -> int:
+        """Bytes saved in `dtype` with the shape of one of `params` (or its transpose, as a
+        linear layer saves it): their cast copies."""
+        shapes = {tuple(p.shape) for p in params} | {tuple(p.shape)[::-1] for p in params}
+        return sum(
+            self.storages[k] for k, (shape, kind) in self.shapes.items()
+            if kind == dtype and shape in shapes
+        )  # fmt: skip
 
     def __enter__(self):
         self._hooks.__enter__()
@@ -89,3 +103,40 @@ def rank_anatomy(widths, world_size: int, x: torch.Tensor, y: torch.Tensor, time
     return launch(
         _anatomy_on_rank, world_size, backend="gloo", args=(widths, x, y), timeout=timeout
     )
+
+
+def autocast_anatomy(widths, x: torch.Tensor, y: torch.Tensor, lr: float = 1e-3) -> dict:
+    """The second of two fp32 Adam steps under `torch.autocast` (bf16), in a rank of its own
+    (the allocator's count needs the profiler, `peak`): the bytes of each kind it holds,
+    the bf16 weight copies among what autograd saved, and the step's peak beyond the model
+    state (the first step creates Adam's moments)."""
+    return launch(_autocast_on_rank, 1, backend="gloo", args=(widths, x, y, lr))[0]
+
+
+def _autocast_on_rank(widths, x: torch.Tensor, y: torch.Tensor, lr: float) -> dict:
+    from .peak import peak_bytes_during
+
+    model = mlp(widths)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+
+    def step() -> SavedBytes:
+        with SavedBytes(model.parameters()) as saved, torch.autocast("cpu", torch.bfloat16):
+            loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=False)
+        return saved
+
+    step()
+    saved, peak = peak_bytes_during(step)
+    moments = [t for s in optimizer.state.values() for k, t in s.items() if k != "step"]
+    params = list(model.parameters())
+    return {
+        "numel": sum(p.numel() for p in params),
+        "params": storage_bytes(params),
+        "grads": storage_bytes(p.grad for p in params),
+        "optimizer": storage_bytes(moments),
+        "bf16_weight_copies": saved.copies_of(params, torch.bfloat16),
+        "activations": saved.nbytes,
+        "peak_beyond_state": peak,
+    }

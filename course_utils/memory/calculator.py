@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt
 from matplotlib._pylab_helpers import Gcf
 
 from . import charts
-from .formulas import PRECISIONS, model_state_bytes
+from .formulas import PRECISIONS, model_state_bytes, per_parameter, working_set_bytes
 from .zero import STAGES
 
 __all__ = ["memory_calculator", "per_rank_bytes"]
@@ -27,10 +27,22 @@ def per_rank_bytes(
     activations: float = 0.0,
     checkpointing: bool = False,
     kept: float = 1.0,
+    largest_layer: float = 0.0,
 ) -> dict:
-    """Bytes one rank holds, by kind; activations (per rank) times `kept` when checkpointing."""
+    """Bytes one rank holds at a step's peak, by kind: the model state, the activations
+    (per rank; times `kept` when checkpointing, the share of the peak's activation bytes
+    that checkpointing every block left), and, given the parameters of the largest layer,
+    the working set of gathered layers, full gradients and Adam's temporaries
+    (`formulas.working_set_bytes`). Without `largest_layer`: what it holds between steps
+    plus the activations."""
     parts = model_state_bytes(params, ranks, stage, precision, parts=True)
     parts["activations"] = activations * (kept if checkpointing else 1.0)
+    grad_bytes = per_parameter(precision)[1]
+    parts["working set"] = (
+        working_set_bytes(ranks, stage, largest_layer, parts["activations"], grad_bytes=grad_bytes)
+        if largest_layer
+        else 0.0
+    )
     return parts
 
 

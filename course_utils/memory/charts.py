@@ -14,16 +14,18 @@ __all__ = [
     "precision_panels",
     "state_by_stage",
     "zero_bytes",
+    "zero_peaks",
     "zero_traffic",
 ]
 
-KINDS = ("params", "grads", "optimizer", "activations")
+KINDS = ("params", "grads", "optimizer", "activations", "working set")
 _COLOURS = dict(zip(KINDS, PALETTE, strict=False))
 _LABELS = {
     "params": "weights",
     "grads": "gradients",
     "optimizer": "Adam state",
     "activations": "activations",
+    "working set": "working set (gathered layer, full gradient, Adam's temporaries)",
 }
 MB = 1e6
 
@@ -87,6 +89,43 @@ def _held(rows, world, stage) -> float:
     return next(r["measured"] for r in rows if r["world_size"] == world and r["stage"] == stage)
 
 
+def zero_peaks(rows: list[dict]):
+    """Rank 0's bytes between steps (light) and at the step's peak (dark) by stage, for each
+    N, with the peak formula as a black tick; the title names the least at the peak."""
+    worlds = sorted({r["world_size"] for r in rows})
+    stages = sorted({r["stage"] for r in rows})
+    fig, axes = new_figure(len(worlds), width=3.6, height=3.6)
+    for ax, world in zip(axes, worlds, strict=True):
+        mine = [_peak_row(rows, world, s) for s in stages]
+        ax.bar(stages, [r["peak"] / MB for r in mine], 0.7, color=PALETTE[0], label="at the peak")
+        ax.bar(stages, [r["measured"] / MB for r in mine], 0.7, color=PALETTE[5],
+               label="between steps")  # fmt: skip
+        ax.plot(stages, [r["predicted_peak"] / MB for r in mine], "k_", ms=22, mew=2)
+        ax.set_xticks(stages, [_stage_name(s) for s in stages], fontsize=8)
+        ax.set_title(f"N = {world}", fontsize=10)
+    axes[0].set_ylabel("MB rank 0 holds")
+    axes[0].plot([], [], "k_", ms=12, mew=2, label="peak formula")
+    axes[-1].legend(*axes[0].get_legend_handles_labels(), fontsize=7)
+    least = min((_peak_row(rows, worlds[-1], s) for s in stages), key=lambda r: r["peak"])
+    held = min((_peak_row(rows, worlds[-1], s) for s in stages), key=lambda r: r["measured"])
+    fig.suptitle(
+        f"On {worlds[-1]} ranks: least between steps {_stage_name(held['stage'])}, least at "
+        f"the peak {_stage_name(least['stage'])} ({least['peak'] / MB:.2f} MB)"
+    )
+    fig.tight_layout()
+    return _shown_once(fig)
+
+
+def _peak_row(rows, world, stage) -> dict:
+    return next(
+        r for r in rows if r["world_size"] == world and r["stage"] == stage and r["rank"] == 0
+    )
+
+
+def _stage_name(stage: int) -> str:
+    return "DDP" if stage == 0 else f"ZeRO-{stage}"
+
+
 def zero_traffic(rows: list[dict]):
     """Bytes each rank sends per step, in units of the model, against 2(N-1)/N and 3(N-1)/N."""
     worlds = sorted({r["world_size"] for r in rows})
@@ -148,20 +187,29 @@ def precision_panels(under: dict, sums: dict):
 
 
 def checkpoint_curve(rows: list[dict]):
-    """Saved activation bytes against step time, one point per checkpointing setting."""
+    """Step time against activation bytes, one point per checkpointing setting: the bytes
+    saved for backward (open) and the step's peak (filled)."""
     fig, (ax,) = new_figure(width=5.5)
-    xs = [r["saved"] / MB for r in rows]
     ys = [r["step_seconds"] * 1e3 for r in rows]
-    ax.plot(xs, ys, "o-", color=PALETTE[0])
-    for r, x, y in zip(rows, xs, ys, strict=True):
+    for key, style, label in (
+        ("saved", "o--", "saved for backward"),
+        ("peak", "o-", "step's peak"),
+    ):
+        xs = [r[key] / MB for r in rows]
+        fill = "none" if key == "saved" else PALETTE[0]
+        ax.plot(xs, ys, style, color=PALETTE[0], mfc=fill, label=label)
+    for r, y in zip(rows, ys, strict=True):
         label = "none" if not r["every"] else f"every {r['every']}"
-        ax.annotate(label, (x, y), textcoords="offset points", xytext=(5, 5), fontsize=8)
-    ax.set_xlabel("activations saved for backward (MB)")
+        ax.annotate(label, (r["peak"] / MB, y), textcoords="offset points", xytext=(5, 5),
+                    fontsize=8)  # fmt: skip
+    ax.set_xlabel("activation bytes (MB)")
     ax.set_ylabel("CPU time per step (ms)")
+    ax.legend(fontsize=8)
     most, least = max(rows, key=lambda r: r["saved"]), min(rows, key=lambda r: r["saved"])
+    lower = most["peak"] / least["peak"]
     ax.set_title(
-        f"{most['saved'] / least['saved']:.0f}x fewer saved bytes for "
-        f"{least['step_seconds'] / most['step_seconds'] - 1:.0%} more time",
+        f"{most['saved'] / least['saved']:.0f}x fewer saved bytes, a {lower:.1f}x lower peak, for"
+        f" {least['step_seconds'] / most['step_seconds'] - 1:.0%} more time",
         fontsize=10,
     )
     return _shown_once(fig)

@@ -9,7 +9,15 @@ and two fp32 moments): 16 bytes per parameter. Plain fp32 Adam has p = g = 4 and
 
 from __future__ import annotations
 
-__all__ = ["PRECISIONS", "comm_multiple", "model_state_bytes", "per_parameter"]
+__all__ = [
+    "PRECISIONS",
+    "adam_temporaries",
+    "comm_multiple",
+    "model_state_bytes",
+    "peak_bytes",
+    "per_parameter",
+    "working_set_bytes",
+]
 
 # bytes per parameter: (weights, gradients, optimizer state)
 PRECISIONS = {"fp32": (4, 4, 8), "mixed": (2, 2, 12)}
@@ -42,3 +50,63 @@ def comm_multiple(stage: int, world: int) -> float:
     once more for backward, 3(N-1)/N. The paper rounds these to 2Ψ and 3Ψ.
     """
     return (3 if stage == 3 else 2) * (world - 1) / world
+
+
+# Full-size copies of the largest layer alive at once in backward, beyond the activations,
+# read off `zero.py` and confirmed where the allocator's peak fell (`peak.py`): autograd's
+# weight-gradient product (every stage); stage 2 also the flat copy it reduce-scatters;
+# stage 3 also the layer it gathered to compute with (plus a chunk: `peak_bytes`).
+LAYER_COPIES_IN_BACKWARD = {0: 1, 1: 1, 2: 2, 3: 3}
+
+
+def adam_temporaries(stepped: list[float]) -> float:
+    """The most bytes torch.optim.Adam (one tensor at a time, as on a CPU) allocates at
+    once, for tensors of these sizes stepped in this order: the square root and the
+    denominator of the tensor it steps, while the previous tensor's denominator is still
+    referenced. Equal layers make it 3 tensors' worth; a weight after its small bias, 2."""
+    return max(
+        (2 * size + (stepped[i - 1] if i else 0) for i, size in enumerate(stepped)), default=0
+    )
+
+
+def working_set_bytes(
+    world: int,
+    stage: int,
+    largest_layer: float,
+    activations: float,
+    stepped: list[float] | None = None,
+    grad_bytes: int = 4,
+) -> float:
+    """What a step holds at its worst moment beyond the model state and the activations.
+
+    The worse of two moments. In backward: full-size copies of the largest layer's
+    gradient or weights (`LAYER_COPIES_IN_BACKWARD`, `grad_bytes` each per parameter;
+    ZeRO-3 also keeps the 1/N chunk it divides) on top of the activations. In the optimizer
+    step, after the activations are freed: Adam's temporaries (`adam_temporaries`) of the
+    fp32 tensors it steps, in order (`stepped`, bytes; by default the largest: a whole
+    layer after a small bias for DDP, equal 1/N chunks when sharded).
+    """
+    layer = grad_bytes * largest_layer
+    backward = LAYER_COPIES_IN_BACKWARD[stage] * layer + (layer / world if stage == 3 else 0)
+    if stepped is None:  # DDP steps a weight after its small bias; shards are equal chunks
+        stepped = [4 * largest_layer] if stage == 0 else [4 * largest_layer / world] * 2
+    return max(backward, adam_temporaries(stepped) - activations)
+
+
+def peak_bytes(
+    numel: int,
+    world: int,
+    stage: int,
+    largest_layer: float,
+    activations: float,
+    stepped: list[float] | None = None,
+) -> float:
+    """The most bytes one rank holds during an fp32 Adam step at a ZeRO stage
+    (`largest_layer`: the parameters of the largest layer): the paper's model state, the
+    activations, and the working set (`working_set_bytes`). The state is what fits between
+    steps; the rest is what makes a model that fits run out during one. It counts every
+    activation as alive when the largest layer's gradient is made, so it over-states a
+    model whose activations are large against that layer (by a fifth for widths 40, 7, 10).
+    """
+    held = model_state_bytes(numel, world, stage)
+    return held + activations + working_set_bytes(world, stage, largest_layer, activations, stepped)

@@ -15,7 +15,9 @@ import torch.distributed as dist
 
 from ..core.data import load
 from ..ranks.launch import launch
-from .formulas import model_state_bytes
+from .anatomy import SavedBytes
+from .formulas import model_state_bytes, peak_bytes
+from .peak import peak_bytes_during
 from .zero import STAGES, ZeroRank, mlp
 
 __all__ = ["batches", "compare_stages", "train_stages"]
@@ -51,7 +53,31 @@ def train_stages(widths, stages, x: torch.Tensor, y: torch.Tensor, lr: float) ->
             times[stage].append(time.perf_counter() - start)
             sent[stage].append(zero.trace.bytes_sent)
             zero.trace.rounds.clear()
-    return [_row(zero, times[s], sent[s]) for s, zero in zeros.items()]
+    rows = [_row(zero, times[s], sent[s]) for s, zero in zeros.items()]  # before the next step
+    for row, zero in zip(rows, zeros.values(), strict=True):
+        peak, activations = _peak_step(zero, x[-1, part], y[-1, part])
+        row.update(
+            peak=peak,
+            activations=activations,
+            largest_layer=zero.largest_layer(),
+            predicted_peak=peak_bytes(
+                row["numel"], zero.world, zero.stage, zero.largest_layer(), activations,
+                zero.stepped_bytes(),
+            ),
+        )  # fmt: skip
+    return rows
+
+
+def _peak_step(zero: ZeroRank, x: torch.Tensor, y: torch.Tensor) -> tuple[int, int]:
+    """One more step, under the allocator's accounting: the most bytes the rank held at
+    once (its model state plus the step's worst moment), and the activations it saved.
+    It comes after the rows are taken, so the parameters compared with DDP's (and FSDP2's)
+    have seen the same steps."""
+    dist.barrier()
+    held = sum(zero.held_bytes().values())
+    with SavedBytes(zero.held_tensors()) as saved:
+        _, extra = peak_bytes_during(lambda: zero.step(x, y))
+    return held + extra, saved.nbytes
 
 
 def _row(zero: ZeroRank, times: list, sent: list) -> dict:

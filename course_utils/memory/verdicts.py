@@ -13,6 +13,8 @@ from ..core.timing_claims import timing_claim
 from .formulas import comm_multiple, model_state_bytes
 
 __all__ = [
+    "autocast_copies_weights",
+    "autocast_layout",
     "bf16_keeps_accuracy",
     "bytes_fall_with_ranks",
     "bytes_follow_formula",
@@ -23,10 +25,14 @@ __all__ = [
     "fsdp_matches_zero3",
     "fsdp_stores_a_shard",
     "loss_scaling_rescues",
+    "peak_follows_formula",
     "prefetch_seen",
+    "recompute_working_set_seen",
     "sixteen_bytes_per_parameter",
     "stage_matches_ddp",
     "traffic_follows_formula",
+    "zero2_peak_below_zero1",
+    "zero3_peak_holds_a_gathered_layer",
 ]
 
 
@@ -34,13 +40,50 @@ def _name(stage: int) -> str:
     return "DDP" if stage == 0 else f"ZeRO-{stage}"
 
 
+def _per_parameter(row: dict) -> tuple[float, float, float]:
+    return tuple(row[k] / row["numel"] for k in ("params", "grads", "optimizer"))
+
+
 def sixteen_bytes_per_parameter(rows: list[dict], tolerance: float = 0.01) -> Verdict:
-    """Weights + gradients + Adam state measured on every rank, against 2 + 2 + 12 bytes."""
-    ok = all(
-        abs((r["params"] + r["grads"] + r["optimizer"]) / r["numel"] - 16) <= 16 * tolerance
+    """The paper's layout, measured on every rank after a real step: bf16 weights and
+    gradients, and Adam's fp32 master copy and moments, 2 + 2 + 12 bytes per parameter."""
+    ok = bool(rows) and all(
+        all(
+            abs(got / want - 1) <= tolerance
+            for got, want in zip(_per_parameter(r), (2, 2, 12), strict=True)
+        )
         for r in rows
     )
-    return verdict(ok, "every rank holds 16 bytes per parameter (2 + 2 + 12), within 1%")
+    return verdict(
+        ok,
+        "every rank of the hand-built mixed-precision step holds 2 + 2 + 12 = 16 bytes per "
+        "parameter, within 1%",
+    )
+
+
+def autocast_layout(row: dict, tolerance: float = 0.01) -> Verdict:
+    """Under torch.autocast the model state stays fp32: weights, gradients and Adam's two
+    moments hold 4 + 4 + 8 bytes per parameter, not the paper's 2 + 2 + 12."""
+    ok = all(
+        abs(got / want - 1) <= tolerance
+        for got, want in zip(_per_parameter(row), (4, 4, 8), strict=True)
+    )
+    return verdict(
+        ok,
+        "under torch.autocast the weights, gradients and Adam's moments stay fp32: 4 + 4 + 8 "
+        "bytes per parameter, within 1%",
+    )
+
+
+def autocast_copies_weights(row: dict) -> Verdict:
+    """Autocast's bf16 weights exist only during the step, as cast copies autograd saves:
+    more than 1 byte per parameter (every weight whose input needs a gradient), at most 2."""
+    per = row["bf16_weight_copies"] / row["numel"]
+    return verdict(
+        1 < per <= 2,
+        "during the step autograd saves bf16 copies of the weights: more than 1 and at most "
+        "2 bytes per parameter on top of the fp32 state",
+    )
 
 
 def stage_matches_ddp(rows: list[dict], stage: int, tolerance: float = 1e-6) -> Verdict:
@@ -75,6 +118,49 @@ def bytes_fall_with_ranks(rows: list[dict], stage: int) -> Verdict:
     by_n = sorted({r["world_size"]: r["measured"] for r in rows if r["stage"] == stage}.items())
     ok = len(by_n) > 1 and all(b[1] < a[1] for a, b in pairwise(by_n))
     return verdict(ok, f"{_name(stage)}'s bytes per rank fall with every rank added")
+
+
+def peak_follows_formula(rows: list[dict], stage: int, tolerance: float = 0.10) -> Verdict:
+    """The allocator's peak during a step within `tolerance` of `formulas.peak_bytes` (the
+    held state, the activations and the largest layer's working set), for every N."""
+    mine = [r for r in rows if r["stage"] == stage]
+    ok = bool(mine) and all(abs(r["peak"] / r["predicted_peak"] - 1) <= tolerance for r in mine)
+    return verdict(
+        ok,
+        f"{_name(stage)}'s peak bytes per rank are the peak formula's (state, activations, the "
+        f"largest layer's working set) within {tolerance:.0%}, for every N",
+    )
+
+
+def _peak(rows: list[dict], world: int, stage: int) -> dict:
+    return next(r for r in rows if r["world_size"] == world and r["stage"] == stage)
+
+
+def zero2_peak_below_zero1(rows: list[dict]) -> Verdict:
+    """ZeRO-2's gain survives the step: each layer's full gradient goes as soon as it is
+    reduce-scattered, so on every N > 1 its peak is below ZeRO-1's."""
+    worlds = sorted({r["world_size"] for r in rows if r["world_size"] > 1})
+    ok = bool(worlds) and all(_peak(rows, n, 2)["peak"] < _peak(rows, n, 1)["peak"] for n in worlds)
+    return verdict(
+        ok, "at its peak ZeRO-2 holds less than ZeRO-1 on every N > 1, not only between steps"
+    )
+
+
+def zero3_peak_holds_a_gathered_layer(rows: list[dict]) -> Verdict:
+    """ZeRO-3 computes with whole layers it gathers: on every N > 1 its step adds, on top
+    of what it keeps between steps, at least one largest layer more than DDP's step adds."""
+    mine = [r for r in rows if r["stage"] == 3 and r["world_size"] > 1]
+    ok = bool(mine) and all(
+        (r["peak"] - r["measured"])
+        - (_peak(rows, r["world_size"], 0)["peak"] - _peak(rows, r["world_size"], 0)["measured"])
+        >= 4 * r["largest_layer"]
+        for r in mine
+    )
+    return verdict(
+        ok,
+        "during a step ZeRO-3 holds at least one whole layer more than DDP beyond what each "
+        "keeps between steps: the layer it gathers",
+    )
 
 
 def traffic_follows_formula(rows: list[dict], stage: int, tolerance: float = 0.05) -> Verdict:
@@ -172,7 +258,23 @@ def checkpointing_costs_a_forward(rows: list[dict], most: float = 1.5) -> Verdic
     )
 
 
-def calculator_agrees(pairs: list[tuple[float, float]], tolerance: float = 0.05) -> Verdict:
+def recompute_working_set_seen(rows: list[dict]) -> Verdict:
+    """Checkpointing every block, backward recomputes one block at a time: the step's peak
+    lies above the bytes it saved by at least one block's activations (what no
+    checkpointing saves, over the blocks)."""
+    none = next(r for r in rows if not r["checkpointed"])
+    full = max(rows, key=lambda r: r["checkpointed"])
+    block = none["saved"] / max(full["checkpointed"], 1)
+    return verdict(
+        full["checkpointed"] > 0 and full["peak"] - full["saved"] >= block,
+        "checkpointing every block, the step's peak exceeds its saved bytes by at least one "
+        "block's activations: the recompute's working set",
+    )
+
+
+def calculator_agrees(pairs: list[tuple[float, float]], tolerance: float = 0.10) -> Verdict:
     """(calculator, measured) bytes: every pair within `tolerance`."""
     ok = bool(pairs) and all(abs(c / m - 1) <= tolerance for c, m in pairs)
-    return verdict(ok, "the calculator agrees with every measured byte count within 5%")
+    return verdict(
+        ok, f"the calculator agrees with every measured byte count within {tolerance:.0%}"
+    )

@@ -214,6 +214,19 @@ class ZeroRank:
     def parameter_count(self) -> int:
         return sum(u.numel for u in self.units)
 
+    def largest_layer(self) -> int:
+        """The largest layer's weights and bias, padded: what ZeRO-3 gathers at once, and
+        what one layer's full gradient holds."""
+        return max(u.padded for u in self.units)
+
+    def stepped_bytes(self) -> list[int]:
+        """The bytes of each tensor Adam steps, in its order (`formulas.adam_temporaries`)."""
+        return [p.numel() * p.element_size() for p in self.owned]
+
+    def held_tensors(self) -> list[torch.Tensor]:
+        """The parameters' storages: autograd saving them for backward adds no bytes."""
+        return list(self.shards if self.stage == 3 else self.flats)
+
 
 def storage_bytes(tensors) -> int:
     """Bytes of the distinct storages behind `tensors` (views of one buffer count once)."""

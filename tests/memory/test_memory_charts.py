@@ -49,13 +49,25 @@ def test_anatomy_timeline_precision_and_checkpoint_charts():
     sums = {"exact_sum": 1.0, "fp16_sum": 0.25, "bf16_sum": 0.03, "fp32_sum": 1.0}
     assert "0.25" in charts.precision_panels(under, sums).axes[1].get_title()
     ckpt = [
-        {"every": 0, "saved": 8e6, "step_seconds": 1.0, "grad": torch.zeros(1)},
-        {"every": 1, "saved": 1e6, "step_seconds": 1.25, "grad": torch.zeros(1)},
+        {"every": 0, "saved": 8e6, "peak": 9e6, "step_seconds": 1.0, "grad": torch.zeros(1)},
+        {"every": 1, "saved": 1e6, "peak": 3e6, "step_seconds": 1.25, "grad": torch.zeros(1)},
     ]
     assert (
         charts.checkpoint_curve(ckpt).axes[0].get_title()
-        == "8x fewer saved bytes for 25% more time"
+        == "8x fewer saved bytes, a 3.0x lower peak, for 25% more time"
     )
+
+
+def test_the_peak_chart_names_the_least_at_the_peak_and_between_steps():
+    rows = [
+        {**r, "peak": r["measured"] + (300 if r["stage"] == 3 else 100),
+         "predicted_peak": r["measured"]}
+        for r in _zero_rows()
+    ]  # fmt: skip
+    title = charts.zero_peaks(rows)._suptitle.get_text()
+    assert "least between steps ZeRO-3" in title and "least at the peak ZeRO-3" in title
+    on_one = [r for r in rows if r["world_size"] == 1]  # nothing sharded: DDP is first
+    assert "least at the peak DDP" in charts.zero_peaks(on_one)._suptitle.get_text()
 
 
 def test_the_bench_command_finds_zero():

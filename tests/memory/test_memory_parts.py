@@ -6,7 +6,17 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-from course_utils.memory import calculator, checkpointing, formulas, fsdp, precision, runs
+from course_utils.core import profiles
+from course_utils.memory import (
+    anatomy,
+    calculator,
+    checkpointing,
+    formulas,
+    fsdp,
+    peak,
+    precision,
+    runs,
+)
 from course_utils.memory.anatomy import SavedBytes, rank_anatomy
 from course_utils.memory.ring import Trace, all_gather_, own_chunk, reduce_scatter_
 from course_utils.memory.zero import mlp
@@ -86,7 +96,50 @@ def test_checkpointing_keeps_the_gradients_and_saves_bytes():
     rows = checkpointing.checkpointed_steps(4, 16, 8, (0, 2, 1), repeats=1)
     assert [r["checkpointed"] for r in rows] == [0, 2, 4]
     assert rows[0]["saved"] > rows[1]["saved"] > rows[2]["saved"]
+    assert all(r["peak"] > r["saved"] for r in rows)
     assert all(torch.allclose(r["grad"], rows[0]["grad"], atol=1e-6) for r in rows)
+
+
+def test_the_allocator_counts_a_steps_peak_and_frees_do_not_lower_it():
+    def work():
+        a = torch.ones(250_000)  # cpu: 1 MB
+        b = torch.ones(250_000)
+        del a, b
+        return torch.ones(10)
+
+    out, extra = launch(_peak_of, 1, args=(work,), backend="gloo")[0]
+    assert out.tolist() == [1.0] * 10
+    assert 2_000_000 <= extra < 2_100_000
+    assert peak.running_peak([100, -100, 50, 30, -80]) == 100
+    assert peak.running_peak([]) == 0
+
+
+def _peak_of(work):
+    return peak.peak_bytes_during(work)
+
+
+def test_zero_peaks_follow_the_peak_formula_and_the_autocast_layout_is_fp32():
+    """On 08's MLP, whose activations are small against its largest layer (on a model as
+    small as ODD the formula, which counts every activation as alive at that moment,
+    over-states the peak by a fifth)."""
+    widths = profiles.get("cpu").memory.widths
+    x, y = runs.batches(3, 16)
+    rows = runs.compare_stages(widths, (2,), 2, 8, 1e-2)
+    for r in rows:
+        assert r["peak"] > r["measured"] and r["activations"] > 0 and r["largest_layer"] > 0
+        assert abs(r["peak"] / r["predicted_peak"] - 1) <= 0.10, r["stage"]
+    cast = anatomy.autocast_anatomy(ODD, x[0], y[0])
+    assert (cast["params"], cast["grads"], cast["optimizer"]) == (4 * 367, 4 * 367, 8 * 367)
+    assert 0 < cast["bf16_weight_copies"] <= 2 * 367 and cast["peak_beyond_state"] > 0
+
+
+def test_adam_keeps_the_previous_denominator_while_it_steps_the_next():
+    assert formulas.adam_temporaries([100.0]) == 200
+    assert formulas.adam_temporaries([100.0, 100.0]) == 300
+    assert formulas.adam_temporaries([4.0, 100.0, 4.0]) == 204
+    assert formulas.adam_temporaries([]) == 0
+    held = formulas.model_state_bytes(1000, 2, 3)
+    assert formulas.peak_bytes(1000, 2, 3, 100, 50) == held + 50 + 3 * 400 + 200
 
 
 def test_calculator_is_the_formula_plus_activations():
@@ -97,6 +150,9 @@ def test_calculator_is_the_formula_plus_activations():
     assert parts["activations"] == 0.25e9
     assert sum(formulas.model_state_bytes(1e9, 1, 0, "mixed", parts=True).values()) == 16e9
     assert formulas.comm_multiple(3, 4) == 1.5 * formulas.comm_multiple(1, 4)
+    assert parts["working set"] == 0  # no largest layer given: between steps
+    at_peak = calculator.per_rank_bytes(1e6, 2, 3, "fp32", 1e5, largest_layer=1e5)
+    assert sum(at_peak.values()) == formulas.peak_bytes(1e6, 2, 3, 1e5, 1e5)
 
 
 def test_calculator_shows_a_static_picture_without_ipympl(monkeypatch):

@@ -24,6 +24,42 @@ def test_sixteen_bytes():
     good = {"numel": 10, "params": 20, "grads": 20, "optimizer": 120}
     assert v.sixteen_bytes_per_parameter([good])
     assert not v.sixteen_bytes_per_parameter([{**good, "optimizer": 80}])  # fp32 moments only
+    autocast = {"numel": 10, "params": 40, "grads": 40, "optimizer": 80}
+    assert not v.sixteen_bytes_per_parameter([autocast])  # 16 in all, but not 2 + 2 + 12
+    assert v.autocast_layout(autocast) and not v.autocast_layout(good)
+
+
+def test_autocast_copies_the_weights_during_the_step():
+    row = {"numel": 100, "bf16_weight_copies": 180}
+    assert v.autocast_copies_weights(row)
+    assert not v.autocast_copies_weights({**row, "bf16_weight_copies": 0})  # none made
+    assert not v.autocast_copies_weights({**row, "bf16_weight_copies": 400})  # fp32 copies
+
+
+def _peak_rows(gather: int = 250, zero2_extra: int = 60):
+    """Rows where DDP's step adds 100 bytes, ZeRO-2's `zero2_extra` more than ZeRO-1's,
+    ZeRO-3's `gather` more than DDP's; the largest layer is 50 parameters (200 bytes)."""
+    rows = []
+    for world in (2, 4):
+        for stage in range(4):
+            row = _zero_row(stage, world)
+            extra = {0: 100, 1: 100, 2: 100 + zero2_extra, 3: 100 + gather}[stage]
+            row.update(peak=row["measured"] + extra, predicted_peak=row["measured"] + extra,
+                       largest_layer=50)  # fmt: skip
+            rows.append(row)
+    return rows
+
+
+def test_peak_verdicts_fail_where_the_effect_is_absent():
+    rows = _peak_rows()
+    assert all(v.peak_follows_formula(rows, s) for s in range(4))
+    assert v.zero2_peak_below_zero1(rows) and v.zero3_peak_holds_a_gathered_layer(rows)
+    off = [{**r, "predicted_peak": r["peak"] * 0.8} for r in rows]
+    assert not v.peak_follows_formula(off, 2)
+    # ZeRO-2 keeping every full gradient until the step's end: its saving is gone at the peak
+    assert not v.zero2_peak_below_zero1(_peak_rows(zero2_extra=500))
+    # ZeRO-3 computing without gathering a whole layer
+    assert not v.zero3_peak_holds_a_gathered_layer(_peak_rows(gather=20))
 
 
 def test_stage_matches_ddp():
@@ -75,10 +111,11 @@ def test_precision_verdicts():
     assert not v.bf16_keeps_accuracy({**race, "bf16": {"accuracy": 0.3}})
 
 
-def _ckpt(checkpointed, saved, step, forward=1.0, grad=0.0):
+def _ckpt(checkpointed, saved, step, forward=1.0, grad=0.0, peak=None):
     return {
         "checkpointed": checkpointed,
         "saved": saved,
+        "peak": saved + 5 if peak is None else peak,
         "step_seconds": step,
         "forward_seconds": forward,
         "grad": torch.full((2,), grad),
@@ -94,6 +131,9 @@ def test_checkpointing_verdicts():
     assert not v.checkpointing_saves_bytes(wrong)[2]
     assert not v.checkpointing_costs_a_forward([_ckpt(0, 100, 3.0), _ckpt(8, 20, 2.9)])
     assert not v.checkpointing_costs_a_forward([_ckpt(0, 100, 3.0), _ckpt(8, 20, 9.0)])
+    # one block's activations: 100 / 8; a step that recomputed nothing would not hold them
+    assert v.recompute_working_set_seen([_ckpt(0, 100, 3.0), _ckpt(8, 20, 3.9, peak=40)])
+    assert not v.recompute_working_set_seen([_ckpt(0, 100, 3.0), _ckpt(8, 20, 3.9, peak=25)])
 
 
 def test_calculator_agrees():

@@ -1,0 +1,70 @@
+"""The most bytes a step holds at once, from the allocator's own accounting (notebook 08).
+
+Between two steps a rank holds its model state; during one it holds more: activations,
+the gradient of a layer before it is reduce-scattered, ZeRO-3's gathered layer, Adam's
+temporaries. Only the peak says whether a model fits. On a GPU the CUDA caching allocator
+counts it (`torch.cuda.max_memory_allocated`); on a CPU `torch.profiler` with
+`profile_memory=True` records every allocation and free of the CPU allocator, in order,
+and the largest running sum is the peak. The profiler asks the CUDA runtime how many
+devices there are, which the learner's kernel never does (it would poison fork on a GPU
+machine): call it inside a launched rank.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from typing import TypeVar
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from ..ranks.rank_output import quiet_stderr
+
+__all__ = ["peak_bytes_during", "running_peak"]
+
+T = TypeVar("T")
+
+
+def peak_bytes_during(work: Callable[[], T], device: torch.device | None = None) -> tuple[T, int]:
+    """`work()`'s result, and the most bytes it held at once beyond what was held before it
+    (what it allocated and had not yet freed, at its worst moment)."""
+    where = torch.device(device or "cpu")
+    if where.type == "cuda":
+        torch.cuda.synchronize(where)
+        before = torch.cuda.memory_allocated(where)
+        torch.cuda.reset_peak_memory_stats(where)
+        result = work()
+        torch.cuda.synchronize(where)
+        return result, torch.cuda.max_memory_allocated(where) - before
+    with quiet_stderr(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        result = work()
+    return result, running_peak(_allocations(prof))
+
+
+def running_peak(changes) -> int:
+    """The largest running sum of allocations (+bytes) and frees (-bytes), from 0."""
+    live = peak = 0
+    for change in changes:
+        live += change
+        peak = max(peak, live)
+    return peak
+
+
+def _allocations(prof) -> list[int]:
+    """The CPU allocator's events in the order they happened, from the exported trace (its
+    documented form: instant events named '[memory]' with the bytes allocated, < 0 a free)."""
+    handle, path = tempfile.mkstemp(suffix=".json")
+    os.close(handle)
+    try:
+        prof.export_chrome_trace(path)
+        with open(path) as f:
+            events = json.load(f)["traceEvents"]
+    finally:
+        os.unlink(path)
+    memory = [
+        e for e in events if e.get("name") == "[memory]" and e["args"].get("Device Type") == 0
+    ]
+    return [e["args"]["Bytes"] for e in sorted(memory, key=lambda e: e["ts"])]
