@@ -120,7 +120,10 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("dataset", choices=["mnist1d", "cifar10"])
 
     s = sub.add_parser("sweep", help="run a parallel hyperparameter search from a JSON config")
-    s.add_argument("config", help="JSON file: algorithm, parameters, spec, budget, seed")
+    s.add_argument(
+        "config",
+        help="JSON file (# comments, trailing commas allowed): algorithm, parameters, spec, ...",
+    )
     s.add_argument("-j", "--jobs", type=int, default=2, help="trials at a time")
     s.add_argument("--json", action="store_true", help="print the trials and the best as JSON")
 

@@ -1,4 +1,5 @@
-"""The one process manager that `launch`, the sweep's trials and the local torchrun nodes share.
+"""The one process manager that `launch`, the sweep's trials, the local torchrun nodes and
+the notebook's `sweep` command share.
 
 Starting a child the course can always stop takes the same few steps wherever it happens:
 fork when it is safe (spawn once CUDA runs here) with torch's lazy imports done once
@@ -174,6 +175,19 @@ def start_command(cmd: list[str], **popen_kwargs) -> subprocess.Popen:
     return subprocess.Popen(
         cmd, start_new_session=True, preexec_fn=rank_setup.tie_to_parent, **popen_kwargs
     )
+
+
+def run_command(cmd: list[str]) -> subprocess.CompletedProcess:
+    """`subprocess.run(cmd, capture_output=True)`, but started by `start_command`, so an
+    interrupt or an error here stops it and everything it started, never leaving them."""
+    with interrupts_held():  # recorded, or not started
+        child = start_command(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        out, err = child.communicate()
+    finally:
+        with interrupts_held():  # a second interrupt must not cut the stop short
+            stop(child)
+    return subprocess.CompletedProcess(cmd, child.returncode, out, err)
 
 
 def kill_group(pid: int) -> None:

@@ -18,6 +18,7 @@ from .exercises import check_sgd_epoch, check_sweep_config, check_updates_per_ep
 from .gradient_noise import measure as measure_gradient_noise
 from .sweep import SweepConfigError, SweepResult, read_config, train_trial
 from .sweep import run as run_sweep
+from .sweep import run_command as run_sweep_command
 
 __all__ = [
     "SweepConfigError",
@@ -33,6 +34,7 @@ __all__ = [
     "measure_gradient_noise",
     "noise_vs_batch",
     "run_sweep",
+    "run_sweep_command",
     "runtime_and_accuracy",
     "search_speed",
     "steps_to_target",

@@ -12,12 +12,14 @@ spec's `maxCombo` (how many trials at most; 0 means as many as there are combina
 `gridSize` (points per range in a grid), `randomize` (shuffle the grid), the top-level
 `trials` (runs per parameter set), and the spec keys that only matter on Comet's servers
 (`retryLimit`, `retryAssignLimit`, `minSampleSize`), which have no effect here. `bayes`
-needs Comet's service, so it is refused with what to use instead.
+needs Comet's service, so it is refused with what to use instead. `as_json` reads the
+file's text as Comet does, with its `#` comments and trailing commas.
 """
 
 from __future__ import annotations
 
 import math
+import re
 
 from ..core.errors import CourseError
 
@@ -25,10 +27,25 @@ SCALING = {"uniform": "uniform", "linear": "uniform", "loguniform": "log_uniform
 SERVER_ONLY = ("retryLimit", "retryAssignLimit", "minSampleSize")
 SPEC_KEYS = ("metric", "objective", "maxCombo", "gridSize", "randomize", "seed", *SERVER_ONLY)
 DEFAULT_GRID_SIZE = 10  # Comet's
+_STRING = r'"(?:[^"\\\n]|\\.)*"'  # a JSON string, escapes included, on one line
+_COMMENT = re.compile(rf"({_STRING})|#[^\n]*")
+_TRAILING_COMMA = re.compile(rf"({_STRING})|,(?=\s*[}}\]])")
 
 
 class CometConfigError(CourseError, ValueError):
     """A Comet config this course cannot run; the message names the key."""
+
+
+def as_json(text: str) -> str:
+    """Comet's config text as plain JSON, for `json.loads`.
+
+    Comet's documentation, and the report after it, writes configs with `#` comments and
+    a comma after the last item, which JSON refuses. Strings are matched first, so a `#`
+    or `,}` inside one stays; a comment goes but not its newline, and a comma becomes a
+    space, so JSON's line and column numbers still point into the file as written.
+    """
+    text = _COMMENT.sub(lambda m: m.group(1) or "", text)
+    return _TRAILING_COMMA.sub(lambda m: m.group(1) or " ", text)
 
 
 def is_comet(config: dict) -> bool:

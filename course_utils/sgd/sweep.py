@@ -6,25 +6,30 @@ in its own process, `jobs` at a time, its threads capped (one when forked, its s
 the cores when spawned), on its own GPU where there are GPUs, and tied to this process's
 life; `ranks.pool` starts, watches and reaps those processes. A trial that fails is
 recorded with its error while the others go on; whatever happens - an error, a timeout,
-an interrupt - no trial process is left running when `run` returns.
+an interrupt - no trial process is left running when `run` returns. `run_command` runs the
+terminal's `python -m course_utils sweep ...` from a notebook and reads its result back.
 """
 
 from __future__ import annotations
 
 import json
+import shlex
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from functools import partial
+from pathlib import Path
 
 from ..core import progress
+from ..core.errors import CourseError
 from ..core.gpus import visible_device_ids
-from ..ranks import pool
+from ..ranks import pool, processes
+from . import comet
 from .sweep_config import SweepConfigError, resolve_trial, trials_from, validate
 from .trials import train_trial
 
 __all__ = [
-    "SweepConfigError", "SweepResult", "Trial", "cli", "read_config", "run", "train_trial",
-    "validate",
+    "SweepConfigError", "SweepResult", "Trial", "cli", "read_config", "run", "run_command",
+    "train_trial", "validate",
 ]  # fmt: skip
 
 
@@ -93,6 +98,7 @@ class SweepResult:
     def as_dict(self) -> dict:
         best = self.best
         return {
+            "config": self.config,
             "jobs": self.jobs,
             "seconds": self.seconds,
             "metric": self.metric,
@@ -100,6 +106,13 @@ class SweepResult:
             "trials": [{**asdict(t), "seconds": t.seconds} for t in self.trials],
             "best": None if best is None else {**asdict(best), "seconds": best.seconds},
         }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> SweepResult:
+        """The result `as_dict` wrote (what `sweep --json` prints), as a result again."""
+        names = {f.name for f in fields(Trial)}
+        trials = [Trial(**{k: v for k, v in t.items() if k in names}) for t in d["trials"]]
+        return cls(d["config"], d["jobs"], d["seconds"], trials)
 
 
 def _plain(v):
@@ -173,16 +186,55 @@ def _record(t: Trial, outcome: pool.Outcome, metric: str) -> None:
 
 
 def read_config(path) -> dict:
-    """A sweep config from its JSON file (the report's Comet `optim.config` too)."""
+    """A sweep config file, read as Comet reads one: the report printed its `optim.config`
+    as Comet's documentation writes configs, with `#` comments and trailing commas, and
+    the course runs that text as printed."""
     try:
-        with open(path) as f:
-            return json.load(f)
+        text = Path(path).read_text()
     except FileNotFoundError:
         raise SweepConfigError(f"no config file {str(path)!r}.") from None
     except OSError as exc:  # a directory, no permission
         raise SweepConfigError(f"cannot read the config {str(path)!r} ({exc.strerror}).") from None
+    try:
+        return json.loads(comet.as_json(text))
     except json.JSONDecodeError as exc:
-        raise SweepConfigError(f"{path} is not valid JSON ({exc}).") from None
+        raise SweepConfigError(_not_json(path, text, exc)) from None
+
+
+def _not_json(path, text: str, exc: json.JSONDecodeError) -> str:
+    """Where a config stops being JSON, as the line it is on in the file, and what to do."""
+    line, problem = exc.lineno, f"{exc.msg}; fix that line or the one before it"
+    if not exc.doc[exc.pos :].strip():  # it ran out of text: a bracket is missing somewhere above
+        line = text.rstrip().count("\n") + 1
+        problem = "the text ends before every { and [ is closed; add the missing } or ]"
+    written = text.splitlines()[line - 1].strip() if text.strip() else ""
+    return (
+        f"{path}, line {line} ({written!r}): not valid JSON: {problem}. Comet's # comments "
+        "and trailing commas are allowed."
+    )
+
+
+def run_command(command: str) -> SweepResult:
+    """Run `python -m course_utils sweep ... --json` as a terminal would, and read its result.
+
+    The report ran its search as a command on its config file; a notebook that runs that
+    very line shows the file and the command work as printed. `python` is this kernel's
+    Python; `--json` is added if missing. The command runs in a child process that dies with
+    this one; exit code 2 (a bad config or `-j`) raises `SweepConfigError` with its message.
+    """
+    argv = shlex.split(command)
+    if argv[:4] != ["python", "-m", "course_utils", "sweep"]:
+        raise ValueError(
+            f"run_command runs `python -m course_utils sweep [-j N] CONFIG`, got {command!r}."
+        )
+    argv = [sys.executable, *argv[1:], *([] if "--json" in argv else ["--json"])]
+    done = processes.run_command(argv)
+    said = done.stderr.decode(errors="replace").strip()
+    if done.returncode == 2:
+        raise SweepConfigError(said.removeprefix("sweep: "))
+    if done.returncode not in (0, 1) or not done.stdout.strip():  # 1 and a result: all failed
+        raise CourseError(f"`{command}` {processes.exit_reason(done.returncode)}:\n{said}")
+    return SweepResult.from_dict(json.loads(done.stdout))
 
 
 def cli(args) -> int:

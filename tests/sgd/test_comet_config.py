@@ -1,5 +1,6 @@
-"""The report's Comet Optimizer config runs unchanged, and Comet's other keys mean what they
-mean there; what needs Comet's service is refused with what to use instead."""
+"""The report's Comet Optimizer config runs unchanged, byte for byte (its `#` comments and
+trailing commas included), and Comet's other keys mean what they mean there; what needs
+Comet's service is refused with what to use instead."""
 
 from __future__ import annotations
 
@@ -14,21 +15,86 @@ from course_utils.sgd.sweep_config import SweepConfigError, trials_from, validat
 from course_utils.sgd.trials import train_trial
 
 REPORT = Path(__file__).resolve().parents[2] / "notebooks" / "optim.config"
+# the report's config exactly as it prints it, its comment on Bayes above a random search too
+REPORT_TEXT = """{
+# We pick the Bayes algorithm:
+"algorithm": "random",
+# Declare your hyperparameters in the Vizier-inspired format:
+"parameters": {
+"batch_size": {
+"type": "discrete",
+"values": [8, 32, 128, 512]
+},
+},
+# Declare what we will be optimizing, and how:
+"spec": {
+"metric": "val_loss",
+"objective": "minimize",
+},
+}
+"""
+REPORT_CONFIG = {
+    "algorithm": "random",
+    "parameters": {"batch_size": {"type": "discrete", "values": [8, 32, 128, 512]}},
+    "spec": {"metric": "val_loss", "objective": "minimize"},
+}
 
 
 def report_config() -> dict:
-    return json.loads(REPORT.read_text())
+    return sweep.read_config(REPORT)
 
 
-def test_the_reports_config_is_accepted_as_written():
-    config = report_config()
-    assert config == {
-        "algorithm": "random",
-        "parameters": {"batch_size": {"type": "discrete", "values": [8, 32, 128, 512]}},
-        "spec": {"metric": "val_loss", "objective": "minimize"},
-    }
-    trials = trials_from(validate(config, train_trial))
+def test_the_notebooks_optim_config_is_the_reports_text_byte_for_byte():
+    assert REPORT.read_bytes() == REPORT_TEXT.encode()
+
+
+def test_the_reports_text_is_read_as_written(tmp_path):
+    path = tmp_path / "optim.config"
+    path.write_text(REPORT_TEXT)
+    with pytest.raises(json.JSONDecodeError):  # what a plain JSON reader makes of it
+        json.loads(REPORT_TEXT)
+    assert sweep.read_config(path) == REPORT_CONFIG
+    trials = trials_from(validate(sweep.read_config(path), train_trial))
     assert sorted(t["batch_size"] for t in trials) == [8, 32, 128, 512]  # each once, shuffled
+
+
+def test_a_hash_or_comma_inside_a_string_stays_and_trailing_commas_in_lists_go(tmp_path):
+    path = tmp_path / "c.config"
+    path.write_text(
+        '{"name": "run #1, # not a comment",  # a comment\n'
+        '"values": [8, 32,],  # a comma before ]\n'
+        '"quoted": "say \\"#\\" or ,}", "empty": "",\n'
+        '"nested": [{"a": [1,],},],\n'
+        "}\n"
+    )
+    assert sweep.read_config(path) == {
+        "name": "run #1, # not a comment",
+        "values": [8, 32],
+        "quoted": 'say "#" or ,}',
+        "empty": "",
+        "nested": [{"a": [1]}],
+    }
+    path.write_text(json.dumps(REPORT_CONFIG, indent=1))  # plain JSON reads as it always did
+    assert sweep.read_config(path) == REPORT_CONFIG
+
+
+@pytest.mark.parametrize(
+    "broken, line, problem",
+    [
+        (REPORT_TEXT.rstrip().removesuffix("}"), 15, "ends before every { and \\[ is closed"),
+        (REPORT_TEXT.replace('"discrete",', '"discrete"'), 8, "Expecting ',' delimiter"),
+        (REPORT_TEXT.replace('"metric": "val_loss"', '"metric": val_loss'), 13, "Expecting value"),
+        (REPORT_TEXT.replace("[8, 32,", "[8, 32,,"), 8, "Expecting value"),
+        (REPORT_TEXT + "}\n", 17, "Extra data"),
+    ],
+)
+def test_a_broken_config_names_its_line_and_what_to_do(tmp_path, broken, line, problem):
+    path = tmp_path / "optim.config"
+    path.write_text(broken)
+    with pytest.raises(sweep.SweepConfigError, match=rf"line {line} .*{problem}") as caught:
+        sweep.read_config(path)
+    written = broken.splitlines()[line - 1].strip()
+    assert repr(written) in str(caught.value) and "# comments" in str(caught.value)
 
 
 def test_max_combo_caps_a_random_search_and_trials_repeat_each_set():

@@ -8,12 +8,14 @@ import json
 import math
 import os
 import re
+import shlex
 import signal
 import sys
 import time
 from argparse import Namespace
 from pathlib import Path
 
+import psutil
 import pytest
 import torch
 
@@ -290,6 +292,77 @@ def test_cli_prints_trials_and_best_as_json(tmp_path, capsys, trial_module):
     assert out["best"]["params"] == {"x": 2} and len(out["trials"]) == 3
     assert sweep.cli(Namespace(config=str(path), jobs=1, json=False)) == 0
     assert "<- best" in capsys.readouterr().out
+
+
+def test_run_command_runs_the_terminals_command_and_reads_its_result(
+    tmp_path, trial_module, monkeypatch
+):
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))  # where the command imports the trial from
+    path = tmp_path / "optim.config"
+    path.write_text(
+        '{"algorithm": "grid",  # Comet\'s format, as the report writes it\n'
+        '"parameters": {"x": {"type": "discrete", "values": [1, 2, 4],},},\n'
+        '"spec": {"metric": "loss", "objective": "minimize",},\n'
+        '"trial": "sweep_test_trials:square",}\n'
+    )
+    result = sweep.run_command(f"python -m course_utils sweep -j 2 {shlex.quote(str(path))}")
+    assert result.jobs == 2 and [t.params["x"] for t in result.trials] == [1, 2, 4]
+    assert result.best.params == {"x": 2} and result.metric == "loss"
+    assert result.mean_by("x", "loss") == {1: 1, 2: 0, 4: 4}
+
+
+def test_run_command_raises_the_commands_config_error_naming_the_line(tmp_path):
+    path = tmp_path / "optim.config"
+    path.write_text('{"algorithm": "grid",\n"parameters": {\n')
+    with pytest.raises(sweep.SweepConfigError, match="line 2 .*ends before every"):
+        sweep.run_command(f"python -m course_utils sweep -j 2 {shlex.quote(str(path))} --json")
+    with pytest.raises(ValueError, match="runs `python -m course_utils sweep"):
+        sweep.run_command("comet optimize -j 4 train.py optim.config")
+
+
+def test_an_interrupt_stops_the_command_and_every_trial_it_started(tmp_path, monkeypatch):
+    (tmp_path / "sweep_test_sleepers.py").write_text(
+        "import os, pathlib, time\n"
+        "def sleep(x=0, folder=''):\n"
+        "    pathlib.Path(folder, str(os.getpid())).touch()\n"
+        "    time.sleep(60)\n"
+        "    return {'loss': x}\n"
+    )
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))  # where the command imports the trial from
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    path = tmp_path / "sleep.json"
+    parameters = {"x": {"values": [1, 2]}, "folder": {"values": [str(pids)]}}
+    path.write_text(
+        json.dumps({**GOOD, "parameters": parameters, "trial": "sweep_test_sleepers:sleep"})
+    )
+
+    def interrupt_once_both_run(signum, frame):
+        if len(list(pids.iterdir())) == 2 or time.monotonic() > deadline:
+            raise KeyboardInterrupt
+
+    deadline = time.monotonic() + 30
+    previous = signal.signal(signal.SIGALRM, interrupt_once_both_run)
+    signal.setitimer(signal.ITIMER_REAL, 0.2, 0.2)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            sweep.run_command(f"python -m course_utils sweep -j 2 {shlex.quote(str(path))}")
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    trials = [int(p.name) for p in pids.iterdir()]
+    assert len(trials) == 2
+    end = time.monotonic() + 5  # the command's children, not this process's: watched by pid
+    while any(_alive(pid) for pid in trials) and time.monotonic() < end:
+        time.sleep(0.05)
+    assert not [pid for pid in trials if _alive(pid)]
+
+
+def _alive(pid: int) -> bool:
+    try:  # a zombie waiting for init to reap it has ended too
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def test_cli_refuses_a_bad_config_naming_the_key(tmp_path, capsys):
