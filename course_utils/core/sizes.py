@@ -247,7 +247,8 @@ class MemorySizes:
     world_sizes: tuple[int, ...] = (1, 2, 4)
     anatomy_world_size: int = 2
     timing_steps: int = 5  # extra steps whose median is the step time
-    fsdp_world_size: int = 2
+    fsdp_world_size: int = 4  # on 2 ranks FSDP2 = ZeRO-3 would be a + b = b + a
+    fsdp_settings_world_size: int = 2  # reshard_after_forward and MixedPrecisionPolicy
     precision_epochs: int = 5  # fp32 against bf16 autocast, same batches
     precision_batch: int = 64
     precision_hidden: int = 256

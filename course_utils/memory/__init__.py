@@ -3,12 +3,14 @@
 The bytes of weights, gradients, Adam state and activations measured on every rank
 (`anatomy`), against the 16-bytes-per-parameter rule of mixed-precision Adam; ZeRO-1, 2
 and 3 written by hand on 05's ring phases (`ring`, `zero`, `runs`) and checked against
-DDP and the paper's formulas (`formulas`); PyTorch's FSDP2 on gloo (`fsdp`); bf16, fp16
+DDP and the paper's formulas (`formulas`), their peaks counted by the allocator (`peak`);
+PyTorch's FSDP2 on gloo (`fsdp`, `fsdp_options`), every run against one fp64 process and
+torch's DDP (`reference`); bf16, fp16
 and loss scaling (`precision`); activation checkpointing (`checkpointing`); a memory
 calculator (`calculator`) and the exercise's checker (`exercises`).
 """
 
-from . import charts, formulas, verdicts
+from . import charts, formulas, reference, verdicts
 from .anatomy import SavedBytes, autocast_anatomy, rank_anatomy
 from .calculator import memory_calculator, per_rank_bytes
 from .charts import (
@@ -24,6 +26,7 @@ from .checkpointing import checkpointed_steps
 from .exercises import MOMENTUM, check_shard_optimizer
 from .formulas import comm_multiple, model_state_bytes, peak_bytes
 from .fsdp import fsdp_training, prefetched_layers
+from .fsdp_options import fsdp_settings
 from .precision import autocast_race, small_sums, underflow
 from .runs import batches, compare_stages
 from .zero import STAGES, mlp
@@ -44,6 +47,7 @@ __all__ = [
     "compare_stages",
     "formulas",
     "fsdp_timeline",
+    "fsdp_settings",
     "fsdp_training",
     "memory_calculator",
     "mlp",
@@ -53,6 +57,7 @@ __all__ = [
     "precision_panels",
     "prefetched_layers",
     "rank_anatomy",
+    "reference",
     "small_sums",
     "underflow",
     "verdicts",

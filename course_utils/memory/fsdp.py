@@ -18,11 +18,12 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
+from ..ranks.bootstrap import device
 from ..ranks.launch import launch
 from ..ranks.rank_output import quiet_stderr
 from .zero import mlp
 
-__all__ = ["fsdp_training", "prefetched_layers"]
+__all__ = ["fsdp_training", "prefetched_layers", "sharded_mlp"]
 
 _KINDS = {
     "all_gather": "all-gather",
@@ -34,17 +35,25 @@ _KINDS = {
 _EVENT = re.compile(r"FSDP::(\w+?)(?: for)? \(?(\d+)\)?$")
 
 
-def _train_on_rank(widths, x, y, lr: float) -> dict:
+def sharded_mlp(widths, **options) -> nn.Sequential:
+    """`mlp(widths)` with every Linear layer and the whole model wrapped by `fully_shard`
+    over all ranks (`options`: its keywords, e.g. `reshard_after_forward`, `mp_policy`)."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
-    rank, world = dist.get_rank(), dist.get_world_size()
-    mesh = init_device_mesh("cpu", (world,))
-    model = mlp(widths)
+    mesh = init_device_mesh(device().type, (dist.get_world_size(),))
+    model = mlp(widths).to(device())
     for layer in model:
         if isinstance(layer, nn.Linear):
-            fully_shard(layer, mesh=mesh)
-    fully_shard(model, mesh=mesh)
+            fully_shard(layer, mesh=mesh, **options)
+    fully_shard(model, mesh=mesh, **options)
+    return model
+
+
+def _train_on_rank(widths, x, y, lr: float) -> dict:
+    rank, world = dist.get_rank(), dist.get_world_size()
+    model = sharded_mlp(widths)
+    x, y = x.to(device()), y.to(device())
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     stored = sum(p.to_local().untyped_storage().nbytes() for p in model.parameters())
     per_rank = x.shape[1] // world
@@ -58,7 +67,7 @@ def _train_on_rank(widths, x, y, lr: float) -> dict:
             F.cross_entropy(model(x[step, part]), y[step, part]).backward()
             optimizer.step()
             times.append(time.perf_counter() - start)
-    full = torch.cat([p.full_tensor().detach().reshape(-1) for p in _layer_order(model)])
+    full = torch.cat([p.full_tensor().detach().reshape(-1) for p in _layer_order(model)]).cpu()
     return {"rank": rank, "params": full, "stored": stored, "steps": times, "events": events}
 
 

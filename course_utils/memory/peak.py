@@ -23,7 +23,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from ..ranks.rank_output import quiet_stderr
 
-__all__ = ["peak_bytes_during", "running_peak"]
+__all__ = ["allocated_during", "peak_bytes_during", "running_peak"]
 
 T = TypeVar("T")
 
@@ -31,6 +31,15 @@ T = TypeVar("T")
 def peak_bytes_during(work: Callable[[], T], device: torch.device | None = None) -> tuple[T, int]:
     """`work()`'s result, and the most bytes it held at once beyond what was held before it
     (what it allocated and had not yet freed, at its worst moment)."""
+    result, peak, _ = allocated_during(work, device)
+    return result, peak
+
+
+def allocated_during(
+    work: Callable[[], T], device: torch.device | None = None
+) -> tuple[T, int, int]:
+    """`work()`'s result, its peak (as `peak_bytes_during`), and the bytes it still held
+    when it returned (what it allocated and never freed: a forward's saved activations)."""
     where = torch.device(device or "cpu")
     if where.type == "cuda":
         torch.cuda.synchronize(where)
@@ -38,10 +47,12 @@ def peak_bytes_during(work: Callable[[], T], device: torch.device | None = None)
         torch.cuda.reset_peak_memory_stats(where)
         result = work()
         torch.cuda.synchronize(where)
-        return result, torch.cuda.max_memory_allocated(where) - before
+        kept = torch.cuda.memory_allocated(where) - before
+        return result, torch.cuda.max_memory_allocated(where) - before, kept
     with quiet_stderr(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         result = work()
-    return result, running_peak(_allocations(prof))
+    changes = _allocations(prof)
+    return result, running_peak(changes), sum(changes)
 
 
 def running_peak(changes) -> int:

@@ -11,6 +11,13 @@ from itertools import pairwise
 from ..core.checks import Verdict, verdict
 from ..core.timing_claims import timing_claim
 from .formulas import comm_multiple, model_state_bytes
+from .fsdp_verdicts import (
+    every_run_matches_fp64,
+    fsdp_stores_a_shard,
+    mixed_precision_policy_in_bf16,
+    prefetch_seen,
+    reshard_after_forward_keeps_layers,
+)
 
 __all__ = [
     "autocast_copies_weights",
@@ -22,12 +29,14 @@ __all__ = [
     "checkpointing_costs_a_forward",
     "checkpointing_saves_bytes",
     "fp16_sum_stalls",
-    "fsdp_matches_zero3",
+    "every_run_matches_fp64",
     "fsdp_stores_a_shard",
     "loss_scaling_rescues",
+    "mixed_precision_policy_in_bf16",
     "peak_follows_formula",
     "prefetch_seen",
     "recompute_working_set_seen",
+    "reshard_after_forward_keeps_layers",
     "sixteen_bytes_per_parameter",
     "stage_matches_ddp",
     "traffic_follows_formula",
@@ -174,29 +183,6 @@ def traffic_follows_formula(rows: list[dict], stage: int, tolerance: float = 0.0
     multiple = "3(N-1)/N" if stage == 3 else "2(N-1)/N"
     return verdict(
         ok, f"each {_name(stage)} rank sends {multiple} of the model per step, within 5%"
-    )
-
-
-def fsdp_stores_a_shard(stored: list[int], numel: int, tolerance: float = 0.05) -> Verdict:
-    """FSDP2 keeps about 1/N of the fp32 parameters on each rank."""
-    world = len(stored)
-    ok = all(abs(s / (4 * numel / world) - 1) <= tolerance for s in stored)
-    return verdict(ok, "FSDP2 stores 1/N of the parameters on each rank, within 5%")
-
-
-def fsdp_matches_zero3(gap: float, tolerance: float = 1e-6) -> Verdict:
-    return verdict(
-        gap <= tolerance, f"FSDP2's parameters equal hand-written ZeRO-3's to {tolerance:g}"
-    )
-
-
-def prefetch_seen(events: list) -> Verdict:
-    """Some backward all-gather was issued by a later layer's prefetch, before its own turn."""
-    early = {layer for kind, layer, *_ in events if kind == "prefetch"}
-    gathered = {layer for kind, layer, *_ in events if kind == "all-gather"}
-    return verdict(
-        bool(early) and early <= gathered,
-        "FSDP2 prefetches: some backward all-gathers start while a later layer's backward runs",
     )
 
 

@@ -13,8 +13,10 @@ from course_utils.memory import (
     checkpointing,
     formulas,
     fsdp,
+    fsdp_options,
     peak,
     precision,
+    reference,
     runs,
 )
 from course_utils.memory.anatomy import SavedBytes, rank_anatomy
@@ -77,6 +79,21 @@ def test_fsdp2_equals_hand_written_zero3_with_uneven_shards_and_prefetches():
     assert {"all-gather", "reduce-scatter", "forward", "backward"} <= {
         e[0] for e in out[0]["events"]
     }
+
+
+def test_every_sharded_run_lands_where_one_process_does_and_the_fsdp_knobs_act():
+    x, y = runs.batches(3, 8)
+    exact = reference.one_process(ODD, x, y, 1e-2)
+    assert exact.dtype == torch.float64 and exact.numel() == 367
+    in_fp32 = reference.one_process(ODD, x, y, 1e-2, torch.float32)
+    bound = max(1e-6, 2 * (in_fp32.double() - exact).abs().max().item())
+    assert (reference.torch_ddp(ODD, 2, x, y, 1e-2).double() - exact).abs().max() <= bound
+    widths = profiles.get("cpu").memory.widths  # layers large against gloo's own buffers
+    settings = fsdp_options.fsdp_settings(widths, 2, x, y, 1e-2)
+    assert [settings[s]["all_gathers"] for s in fsdp_options.SETTINGS] == [8, 4, 8]
+    assert settings["bf16 MixedPrecisionPolicy"]["computes_in"] == "bfloat16"
+    kept = [settings[s]["kept_after_forward"] for s in fsdp_options.SETTINGS]
+    assert kept[1] > kept[0] > kept[2] > 0
 
 
 def test_fp16_loses_tiny_gradients_and_a_loss_scale_keeps_them():

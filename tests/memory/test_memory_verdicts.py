@@ -87,7 +87,11 @@ def test_traffic_follows_formula():
 def test_fsdp_verdicts():
     assert v.fsdp_stores_a_shard([200, 200], 100)
     assert not v.fsdp_stores_a_shard([400, 400], 100)  # every rank holds everything
-    assert v.fsdp_matches_zero3(0.0) and not v.fsdp_matches_zero3(1e-3)
+    gaps = {"FSDP2": 3e-6, "ZeRO-3": 2e-6}
+    assert v.every_run_matches_fp64(gaps, fp32_gap=2e-6)
+    assert not v.every_run_matches_fp64({**gaps, "ZeRO-3": 1e-3}, fp32_gap=2e-6)  # a bad shard
+    assert v.every_run_matches_fp64({"FSDP2": 9e-7}, fp32_gap=1e-9)  # 1e-6 at the least
+    assert not v.every_run_matches_fp64({}, fp32_gap=1e-6)
     events = [("all-gather", 0, 0, 1), ("prefetch", 0, 0, 1)]
     assert v.prefetch_seen(events)
     assert not v.prefetch_seen(events[:1])
@@ -140,3 +144,23 @@ def test_calculator_agrees():
     assert v.calculator_agrees([(100, 101), (50, 49)])
     assert not v.calculator_agrees([(100, 101), (50, 80)])
     assert not v.calculator_agrees([])
+
+
+def _settings(gathers_kept=4, held_kept=500, bf16="bfloat16", stored_mixed=100):
+    return {
+        "default": {"all_gathers": 8, "kept_after_forward": 100, "computes_in": "float32",
+                    "stored": 100},
+        "reshard_after_forward=False": {"all_gathers": gathers_kept,
+                                        "kept_after_forward": held_kept},
+        "bf16 MixedPrecisionPolicy": {"computes_in": bf16, "stored": stored_mixed},
+    }  # fmt: skip
+
+
+def test_fsdp_settings_verdicts_fail_where_the_effect_is_absent():
+    numel = 100  # 400 bytes in fp32
+    assert v.reshard_after_forward_keeps_layers(_settings(), numel)
+    assert not v.reshard_after_forward_keeps_layers(_settings(gathers_kept=8), numel)
+    assert not v.reshard_after_forward_keeps_layers(_settings(held_kept=150), numel)
+    assert v.mixed_precision_policy_in_bf16(_settings())
+    assert not v.mixed_precision_policy_in_bf16(_settings(bf16="float32"))  # policy ignored
+    assert not v.mixed_precision_policy_in_bf16(_settings(stored_mixed=50))  # bf16 shards
