@@ -7,6 +7,17 @@ class CourseError(RuntimeError):
     """Base of every error course_utils raises deliberately."""
 
 
+class Stopped(KeyboardInterrupt):
+    """An interrupt (the Stop button) that the course has handled: every process it had
+    started is gone, and the message says so. It is still a KeyboardInterrupt, so whatever
+    stops on one stops on it; but Jupyter shows only its message (IPython renders an
+    exception through `_render_traceback_` when it has one): the launcher's frames above
+    it would bury the one line the learner needs under twenty they cannot act on."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"Stopped: {self}"]
+
+
 class BackendError(CourseError):
     """The requested backend cannot run here (e.g. NCCL without a GPU per rank)."""
 

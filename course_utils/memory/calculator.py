@@ -75,7 +75,16 @@ def memory_calculator(
     import ipywidgets as w
 
     controls = {
-        "params": w.FloatLogSlider(value=params, base=10, min=6, max=12, description="parameters"),
+        # a step of 0.001 in the exponent: 7e9 stays 7.00e9 (the default 0.2 snaps it to 6.31e9)
+        "params": w.FloatLogSlider(
+            value=params,
+            base=10,
+            min=6,
+            max=12,
+            step=0.001,
+            readout_format=".3g",
+            description="parameters",
+        ),  # fmt: skip
         "ranks": w.IntSlider(value=ranks, min=1, max=1024, description="ranks"),
         "stage": w.IntSlider(value=stage, min=0, max=3, description="ZeRO stage"),
         "precision": w.Dropdown(options=list(PRECISIONS), value=precision, description="precision"),

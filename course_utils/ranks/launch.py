@@ -21,7 +21,7 @@ from dataclasses import replace
 
 import cloudpickle
 
-from ..core.errors import LaunchError
+from ..core.errors import LaunchError, Stopped
 from . import bootstrap as rank_setup
 from . import limits, processes
 from .child import RankSpec, rank_main
@@ -66,7 +66,7 @@ def launch(
         payload = _pickle_payload(fn, args, kwargs)
         ctx = processes.context(start_method, backend)  # the first call waits for imports
     except KeyboardInterrupt as interrupt:  # no frames of the launcher
-        raise KeyboardInterrupt(str(interrupt) or BEFORE_RANKS) from None
+        raise Stopped(str(interrupt) or BEFORE_RANKS) from None
     method = ctx.get_start_method()
     spec = RankSpec(
         world_size=world_size,
@@ -111,9 +111,9 @@ def launch(
                     if workdir:
                         shutil.rmtree(workdir, ignore_errors=True)
         except KeyboardInterrupt:  # held through the cleanup, even of a launch that finished
-            raise KeyboardInterrupt(stopped) from None
+            raise Stopped(stopped) from None
     if interrupted:
-        raise KeyboardInterrupt(stopped) from None
+        raise Stopped(stopped) from None
 
 
 def default_timeout() -> float:

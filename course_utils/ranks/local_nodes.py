@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..core.errors import LaunchError
+from ..core.errors import LaunchError, Stopped
 from . import processes
 from .bootstrap import THREADS_VAR, threads_per_rank
 from .diagnosis import numbered
@@ -144,7 +144,7 @@ def run_local_nodes(
                 for line in text.splitlines():
                     print(f"[node {n}] {line}")
     if interrupted:
-        raise KeyboardInterrupt(
+        raise Stopped(
             f"interrupted: the {nnodes}-node torchrun job was stopped ({len(agents)} of its "
             "agents had started); nothing is left running"
         ) from None

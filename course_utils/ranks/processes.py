@@ -23,6 +23,7 @@ import time
 import torch
 
 from ..core import progress
+from ..core.errors import Stopped
 from . import bootstrap as rank_setup
 
 
@@ -81,7 +82,7 @@ def warm_up_imports() -> None:
         while not _warmed_up.is_set():
             time.sleep(0.02)
     except KeyboardInterrupt:
-        raise KeyboardInterrupt(
+        raise Stopped(
             "interrupted while torch finished its first imports: nothing was started; "
             "nothing is left running"
         ) from None

@@ -177,3 +177,23 @@ def test_calculator_shows_a_static_picture_without_ipympl(monkeypatch):
     monkeypatch.setattr("IPython.display.display", lambda *a: shown.extend(a))
     assert calculator.memory_calculator(params=1e8, ranks=4) is None
     assert shown and hasattr(shown[0], "savefig")
+
+
+def test_the_calculators_parameter_slider_keeps_the_texts_7e9(monkeypatch):
+    """The notebook's text says 7e9 x 16 = 112 GB: the slider must be able to show 7e9."""
+    import ipywidgets as w
+
+    made = []
+    real = w.FloatLogSlider
+
+    def recording(**kwargs):
+        made.append(real(**kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(w, "FloatLogSlider", recording)
+    monkeypatch.setattr("matplotlib.get_backend", lambda: "module://ipympl.backend_nbagg")
+    monkeypatch.setattr("IPython.display.display", lambda *a: None)
+    calculator.memory_calculator(params=7e9)
+    (params,) = made
+    closest = 10 ** (round((9.845098 - params.min) / params.step) * params.step + params.min)
+    assert abs(closest / 7e9 - 1) < 1e-3 and params.readout_format == ".3g"

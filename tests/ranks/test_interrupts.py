@@ -109,7 +109,8 @@ def test_an_interrupt_stops_the_launch_at_once_and_leaves_nothing(kernel, cell, 
     interrupted = time.monotonic()
     reply = _reply(kc, msg_id, timeout=10)
     seconds = time.monotonic() - interrupted
-    assert reply["status"] == "error" and reply["ename"] == "KeyboardInterrupt", reply
+    # the course's own interrupt is `Stopped`, a KeyboardInterrupt shown as its message alone
+    assert reply["status"] == "error" and reply["ename"] in ("Stopped", "KeyboardInterrupt"), reply
     assert seconds < 2.0, f"the interrupt took {seconds:.2f} s to show"  # 0.3 s typical
     if not (loop := "range(100000)" in cell) or reply["evalue"]:
         assert message in reply["evalue"] or (loop and "before any rank" in reply["evalue"])
@@ -118,6 +119,8 @@ def test_an_interrupt_stops_the_launch_at_once_and_leaves_nothing(kernel, cell, 
     # the checks below still hold: one frame at most, nothing left running
     frames = [entry for entry in reply["traceback"] if "File " in entry]
     assert len(frames) <= 1, f"launcher frames shown above the message: {frames}"
+    if reply["ename"] == "Stopped":
+        assert reply["traceback"] == [f"Stopped: {reply['evalue']}"]  # one line, no frames
     deadline = time.monotonic() + 5
     while _kernel_leftovers(pid) and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -125,3 +128,19 @@ def test_an_interrupt_stops_the_launch_at_once_and_leaves_nothing(kernel, cell, 
     assert not list(Path(tempfile.gettempdir()).glob(f"course-launch-{pid}-*"))
     again = _run(kc, "print(launch(sleeper, 2, args=(0,)))", timeout=60)
     assert again["status"] == "ok", again
+
+
+def test_the_courses_interrupt_is_a_keyboard_interrupt_that_ipython_shows_as_one_line(capsys):
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from course_utils.core.errors import Stopped
+
+    assert issubclass(Stopped, KeyboardInterrupt)
+    shell = InteractiveShell.instance()
+    shell.run_cell(
+        "from course_utils.core.errors import Stopped\n"
+        "def deep():\n    raise Stopped('all 4 ranks stopped; nothing is left running')\n"
+        "deep()"
+    )
+    shown = capsys.readouterr().out.strip().splitlines()
+    assert shown == ["Stopped: all 4 ranks stopped; nothing is left running"]
