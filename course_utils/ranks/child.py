@@ -7,6 +7,7 @@ secondary when it is a peer's failure seen from here rather than this rank's own
 
 from __future__ import annotations
 
+import dataclasses
 import faulthandler
 import os
 import pickle
@@ -128,13 +129,44 @@ def _dumps_result(value) -> bytes:
 
 
 def _to_cpu(value):
+    """`value` with every tensor in it moved to the CPU, however deeply it sits: in lists,
+    tuples, named tuples, dicts and dataclasses (a `Trace` of CUDA tensors, unpickled in
+    the learner's kernel, would start CUDA there and poison its next fork)."""
     if isinstance(value, torch.Tensor):
         return value.detach().cpu()
-    if isinstance(value, (list, tuple)) and type(value) in (list, tuple):
+    if isinstance(value, tuple) and hasattr(value, "_fields"):  # a named tuple
+        return type(value)(*(_to_cpu(v) for v in value))
+    if type(value) in (list, tuple, set, frozenset):
         return type(value)(_to_cpu(v) for v in value)
-    if isinstance(value, dict) and type(value) is dict:
-        return {k: _to_cpu(v) for k, v in value.items()}
+    if isinstance(value, dict):
+        moved = {k: _to_cpu(v) for k, v in value.items()}
+        return moved if type(value) is dict else _rebuilt(value, moved)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _moved_fields(value)
     return value
+
+
+def _rebuilt(mapping, moved: dict):
+    """A dict subclass (OrderedDict, defaultdict) with its entries moved, or as it was."""
+    try:
+        copy = mapping.copy()
+        copy.update(moved)
+        return copy
+    except Exception:  # noqa: BLE001 - a mapping we cannot copy goes home as it is
+        return mapping
+
+
+def _moved_fields(value):
+    """A copy of dataclass `value` with its fields moved (init=False fields too)."""
+    copy = object.__new__(type(value))
+    state = getattr(value, "__dict__", None)
+    if state is None:  # slots
+        for field in dataclasses.fields(value):
+            object.__setattr__(copy, field.name, _to_cpu(getattr(value, field.name)))
+        return copy
+    for name, item in state.items():
+        object.__setattr__(copy, name, _to_cpu(item))
+    return copy
 
 
 def _describe_exception(exc: BaseException) -> dict:

@@ -7,10 +7,14 @@ GPU (what the kernel does before it forks).
 
 from __future__ import annotations
 
+import collections
+import dataclasses
 import subprocess
 import sys
+import typing
 
 import pytest
+import torch
 import torch.distributed as dist
 
 from course_utils.core import profiles
@@ -98,3 +102,67 @@ def test_a_torchrun_script_is_told_the_backend_even_with_its_own_arguments():
     assert cmd[-3:] == ["--epochs", "1", "--backend=gloo"]
     mine = torchrun_command(None, module="m", module_args=["--backend=nccl"], **common)
     assert mine.count("--backend=nccl") == 1 and not any("=auto" in a for a in mine)
+
+
+class _OnFakeDevice(torch.Tensor):
+    """A tensor that claims to live on a device: only `.cpu()` turns it into a plain one."""
+
+    def cpu(self, *args, **kwargs):
+        return torch.Tensor(self.as_subclass(torch.Tensor).clone())
+
+
+@dataclasses.dataclass
+class _Trace:
+    rounds: list
+    bytes_sent: torch.Tensor
+    derived: torch.Tensor = dataclasses.field(init=False)
+
+    def __post_init__(self):
+        self.derived = self.bytes_sent * 2
+
+
+@dataclasses.dataclass(slots=True)
+class _Slotted:
+    value: torch.Tensor
+
+
+class _Pair(typing.NamedTuple):
+    left: torch.Tensor
+    right: dict
+
+
+def _leaves(value):
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _leaves(v)
+    elif isinstance(value, (list, tuple, set, frozenset)):
+        for v in value:
+            yield from _leaves(v)
+    elif dataclasses.is_dataclass(value):
+        for f in dataclasses.fields(value):
+            yield from _leaves(getattr(value, f.name))
+
+
+def test_results_come_home_on_the_cpu_whatever_holds_them():
+    from course_utils.ranks.child import _to_cpu
+
+    def fake(*values):
+        return torch.tensor(values, dtype=torch.float32).as_subclass(_OnFakeDevice)
+
+    result = {
+        "trace": _Trace([fake(1.0), (fake(2.0),)], fake(3.0)),
+        "slotted": _Slotted(fake(4.0)),
+        "pair": _Pair(fake(5.0), collections.OrderedDict(x=fake(6.0))),
+        "plain": [fake(7.0), {"deep": {fake(8.0)}}],
+        "untouched": "text",
+    }
+    home = _to_cpu(result)
+    leaves = list(_leaves(home))
+    assert len(leaves) == 9 and all(type(t) is torch.Tensor for t in leaves)
+    assert isinstance(home["trace"], _Trace) and home["trace"].derived.tolist() == [6.0]
+    assert isinstance(home["pair"], _Pair) and isinstance(
+        home["pair"].right, collections.OrderedDict
+    )
+    assert home["untouched"] == "text" and type(result["slotted"].value) is _OnFakeDevice
