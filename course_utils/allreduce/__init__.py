@@ -5,7 +5,8 @@ against `dist.all_reduce` (`runs`, `explorer`), and compared with the alpha-beta
 model (`cost_model`): on the real link with a core per rank, and in the network simulator
 (`network`), which N ranks on 2 cores wait on like N machines (`verdicts`, `link_charts`,
 `dial`). `simulator_check` is why the simulator may be trusted: set to the link fitted
-here, it gives the real link's times.
+here, it gives the real link's times. Halving-doubling, the fifth algorithm, runs on a
+power-of-two number of ranks and is checked on its sums, rounds and bytes.
 """
 
 from ..network import wire as link

@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt
 from matplotlib.patches import FancyArrowPatch, Rectangle
 
 from ..core.style import PALETTE, new_figure
-from .algorithms import ALGORITHMS
+from .algorithms import ALGORITHMS, POWER_OF_TWO
 
 __all__ = [
     "legend_outside",
@@ -19,7 +19,8 @@ __all__ = [
     "pingpong_fit",
 ]
 
-_NAMES = {**{name: name.replace("_", " ") for name in ALGORITHMS}, "builtin": "dist.all_reduce"}
+_OURS = [*ALGORITHMS, *POWER_OF_TWO]
+_NAMES = {**{name: name.replace("_", " ") for name in _OURS}, "builtin": "dist.all_reduce"}
 
 
 def _label(name: str) -> str:
@@ -188,7 +189,7 @@ def allreduce_timings(nbytes: list, measured: dict, predicted: dict, subtitle: s
     axes[0].set_ylabel("time per allreduce (s)")
     axes[-1].plot([], [], "k--", lw=1, label="model (dashed)")
     legend_outside(axes[-1])
-    ours = {k: v for k, v in measured[worlds[-1]].items() if k in ALGORITHMS}
+    ours = {k: v for k, v in measured[worlds[-1]].items() if k in _OURS}
     first, last = (min(ours, key=lambda k, i=i: ours[k][i]) for i in (0, -1))
     fig.suptitle(
         f"On {worlds[-1]} ranks the {_label(first)} is fastest for the smallest message, "

@@ -1,11 +1,13 @@
-"""The alpha-beta cost model of the four allreduce algorithms (Thakur et al. 2005).
+"""The alpha-beta cost model of the five allreduce algorithms (Thakur et al. 2005).
 
 Sending n bytes from one rank to another costs alpha + n * beta: alpha is the latency of
 one message, beta the time per byte (1 / bandwidth). A rank has one link, so messages it
 sends one after another add up. From that, and the schedule of each algorithm in
 `collectives`, follow how many rounds each takes, how many bytes each rank moves, and how
 long it should take. The ring's 2(N-1)/N * n bytes per rank is the least any allreduce
-can move (Patarasuk & Yuan 2009), so its bandwidth term is the floor every algorithm pays.
+can move (Patarasuk & Yuan 2009), so its bandwidth term is the floor every algorithm pays;
+halving-doubling (Rabenseifner's, Thakur et al. 2005) moves the same bytes in 2 log2 N
+rounds, on a power-of-two number of ranks.
 """
 
 from __future__ import annotations
@@ -28,8 +30,15 @@ def _levels(world: int) -> int:
     return world.bit_length() - 1
 
 
+def _power_of_two(algorithm: str, world: int) -> None:
+    """Halving-doubling has no schedule for other N: say so rather than price a fiction."""
+    if algorithm == "halving_doubling" and world & (world - 1):
+        raise ValueError(f"halving_doubling runs on a power-of-two number of ranks, not {world}.")
+
+
 def rounds(algorithm: str, world: int) -> int:
     """Rounds of communication: every rank finishes round k before round k+1 starts."""
+    _power_of_two(known(algorithm), world)
     if world == 1:
         return 0
     p = 1 << _levels(world)
@@ -38,15 +47,19 @@ def rounds(algorithm: str, world: int) -> int:
         "tree": 2 * _levels(world),
         "butterfly": _levels(world) + (2 if world != p else 0),
         "ring": 2 * (world - 1),
-    }[known(algorithm)]
+        "halving_doubling": 2 * _levels(world),
+    }[algorithm]
 
 
 def bytes_per_rank(algorithm: str, world: int, numel: int, itemsize: int) -> list[tuple[int, int]]:
     """(bytes sent, bytes received) by each rank, in rank order, for a tensor of `numel`."""
+    _power_of_two(known(algorithm), world)
     if world == 1 or numel == 0:
         return [(0, 0)] * world
     whole = numel * itemsize
-    if known(algorithm) == "parameter_server":
+    if algorithm == "halving_doubling":
+        return [(b, b) for b in _halving_doubling_bytes(world, numel, itemsize)]
+    if algorithm == "parameter_server":
         return [((world - 1) * whole,) * 2] + [(whole, whole)] * (world - 1)
     if algorithm == "tree":
         out = []
@@ -73,9 +86,20 @@ def bytes_per_rank(algorithm: str, world: int, numel: int, itemsize: int) -> lis
     ]
 
 
+def _halving_doubling_bytes(world: int, numel: int, itemsize: int) -> list[int]:
+    """Per rank, sent (= received): at distance d the halving sends the half of its 2d-chunk
+    block it gives away and receives the half it keeps, and the doubling sends and receives
+    the same two halves the other way. So each rank sends every aligned block of 2, 4, ...,
+    N chunks that holds its own chunk once: 2(N-1)/N of the tensor for even chunks."""
+    sizes = [(b - a) * itemsize for a, b in chunk_bounds(numel, world)]
+    blocks = [2 << j for j in range(_levels(world))]
+    return [sum(sum(sizes[r // w * w : r // w * w + w]) for w in blocks) for r in range(world)]
+
+
 def bandwidth_floor_bytes(world: int, nbytes: int) -> float:
     """The least any allreduce can send per rank: each rank's data must leave it and the
-    sum must arrive, which costs 2(N-1)/N of the message (what the ring sends)."""
+    sum must arrive, which costs 2(N-1)/N of the message (what the ring and halving-doubling
+    send)."""
     return 2 * (world - 1) / world * nbytes
 
 
@@ -86,7 +110,9 @@ def predicted_seconds(algorithm: str, world: int, nbytes: float, model: AlphaBet
     whole = model.message_seconds(nbytes)
     levels = _levels(world)
     p = 1 << levels
-    algorithm = known(algorithm)
+    _power_of_two(known(algorithm), world)
+    if algorithm == "halving_doubling":  # swaps of n/2, n/4, ..., n/N, then back up
+        return 2 * sum(model.message_seconds(nbytes / (2 << j)) for j in range(levels))
     if algorithm == "parameter_server":  # rank 0 takes N-1 messages in, then N-1 out
         return 2 * (world - 1) * whole
     if algorithm == "tree":

@@ -13,7 +13,7 @@ import torch.distributed as dist
 from ..network import wire as links
 from ..ranks.bootstrap import device
 from ..ranks.launch import launch
-from .algorithms import ALGORITHMS, Trace, known
+from .algorithms import ALGORITHMS, Trace, implementation, known
 
 BUILTIN = "builtin"
 LONG = 0.15  # seconds: over an emulated link, a run this long is timed only once
@@ -34,22 +34,25 @@ def _traced_on_rank(algorithm: str, values: list) -> Trace:
     trace = Trace(keep_values=True)
     trace.next_round("start")
     trace.done(t.view(-1))
-    ALGORITHMS[algorithm](t, trace)
+    implementation(algorithm)(t, trace)
     return trace
 
 
 def compare_with_builtin(
-    world_size: int, numels: tuple, dtypes: tuple, timeout: float = 60.0, backend: str = "gloo"
-) -> list[dict]:
-    """Each algorithm against `dist.all_reduce` on the same random inputs.
+    world_size: int, numels: tuple, dtypes: tuple, timeout: float = 60.0, backend: str = "gloo",
+    algorithms: tuple = tuple(ALGORITHMS),
+) -> list[dict]:  # fmt: skip
+    """Each of `algorithms` against `dist.all_reduce` on the same random inputs.
 
     One row per (algorithm, numel, dtype): whether every rank's result equals the built-in
     one (exactly for integers, to rounding for floats), whether all ranks agree bit for
     bit, and the rounds and bytes each rank moved.
     """
+    names = tuple(known(a) for a in algorithms)
     rows = launch(
-        _compare_on_rank, world_size, args=(numels, dtypes), timeout=timeout, backend=backend
-    )
+        _compare_on_rank, world_size, args=(numels, dtypes, names), timeout=timeout,
+        backend=backend,
+    )  # fmt: skip
     merged = []
     for i, row in enumerate(rows[0]):
         per_rank = [r[i] for r in rows]
@@ -65,7 +68,7 @@ def compare_with_builtin(
     return merged
 
 
-def _compare_on_rank(numels: tuple, dtypes: tuple) -> list[dict]:
+def _compare_on_rank(numels: tuple, dtypes: tuple, algorithms: tuple) -> list[dict]:
     rank, world = dist.get_rank(), dist.get_world_size()
     rows = []
     for dtype_name in dtypes:
@@ -79,9 +82,9 @@ def _compare_on_rank(numels: tuple, dtypes: tuple) -> list[dict]:
             x = x.to(device())
             expected = x.clone()
             dist.all_reduce(expected)
-            for name, allreduce in ALGORITHMS.items():
+            for name in algorithms:
                 trace = Trace()
-                got = allreduce(x.clone(), trace)
+                got = implementation(name)(x.clone(), trace)
                 if dtype.is_floating_point:
                     tol = 1e-5 if dtype == torch.float32 else 1e-12
                     equal = torch.allclose(got, expected, rtol=tol, atol=tol * world)
@@ -226,14 +229,12 @@ def _time_once(name: str, x: torch.Tensor) -> float:
     so a rank that the scheduler wakes late (8 ranks on 2 cores) adds nothing under the
     clock's lag. On the real link, the wall clock."""
     clock = links.timer()
+    allreduce = links.all_reduce if name == BUILTIN else implementation(name)
     work = x.clone()
     dist.barrier()
     links.restart()  # every rank's clock from one moment; the time starts as it leaves
     start = clock()
-    if name == BUILTIN:
-        links.all_reduce(work)
-    else:
-        ALGORITHMS[name](work)
+    allreduce(work)
     if work.is_cuda:
         torch.cuda.synchronize()
     elapsed = torch.tensor([clock() - start], dtype=torch.float64, device=x.device)

@@ -4,15 +4,16 @@ The report's DDP run was about 6x slower than one process at the same effective 
 because every backward ends in an all-reduce of every gradient. Here each step is cut
 into measured pieces (forward, backward compute, waiting for the all-reduce, optimizer)
 from timestamps, and the usual fixes are timed on the same samples: larger per-rank
-batches, accumulating gradients under `no_sync`, the bucket size, and an fp16
-compression hook.
+batches, accumulating gradients under `no_sync` (and, as its control, without it), the
+bucket size, and an fp16 compression hook.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
@@ -22,12 +23,12 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from ..core.history import History
 from ..core.training import tensor_loader, train
 from ..network import wire as links
-from ..network.hook import waited_for_every_bucket
 from ..network.wire import REAL
 from ..ranks.bootstrap import device
 from ..ranks.launch import launch
 from .equivalence import Setup, build_model, load_data, rank_loader, wrap
 from .overlap import stacked_mlp
+from .recorder import Recorder, recording_hook
 from .wire import OnLink, on_link_hook, powersgd_state
 
 WARMUP_UPDATES = 3  # untimed: the first updates allocate memory and build DDP's buckets
@@ -40,9 +41,10 @@ class Variant:
 
     name: str
     per_rank_batch: int
-    accumulate: int = 1  # micro-batches per all-reduce (no_sync on the others)
+    accumulate: int = 1  # micro-batches per update
     bucket_cap_mb: float = 25.0
     hook: str = "allreduce"
+    no_sync: bool = True  # False: every micro-batch's backward all-reduces, not only the last
 
 
 @dataclass
@@ -59,7 +61,7 @@ class StepTimes:
     backward: float  # includes waiting for the all-reduce to finish
     communication: float  # time from the first bucket's all-reduce start to the last one's end
     optimizer: float
-    syncs: int
+    syncs: int  # backward passes that all-reduced (one process: its updates)
     buckets: int = 0
 
     @property
@@ -77,41 +79,6 @@ class StepTimes:
         return 1000 * self.seconds / (self.samples * self.world_size)
 
 
-@dataclass
-class _Recorder:
-    """The comm hook's state: the real hook, (start, end, bucket, bytes) per all-reduce of the
-    update under way, and per finished update the span from its first start to its last end."""
-
-    inner: object
-    events: list = field(default_factory=list)
-    spans: list[float] = field(default_factory=list)
-    buckets: int = 0
-
-    def close_update(self, model=None) -> None:
-        """train's after_backward: DDP's backward has waited for every all-reduce by now."""
-        waited_for_every_bucket()
-        if self.events:
-            self.spans.append(max(e[1] for e in self.events) - min(e[0] for e in self.events))
-            self.buckets = len({e[2] for e in self.events})
-        else:
-            self.spans.append(0.0)
-        self.events.clear()
-
-
-def recording_hook(recorder: _Recorder, bucket):
-    """Run the real hook (default group) and note when its all-reduce starts and completes."""
-    start = time.perf_counter()
-    future = recorder.inner(None, bucket)
-    nbytes = bucket.buffer().numel() * bucket.buffer().element_size()
-    index = bucket.index()
-
-    def finished(fut):
-        recorder.events.append((start, time.perf_counter(), index, nbytes))
-        return fut.value()
-
-    return future.then(finished)
-
-
 def _timed_training(model, loader, variant: Variant, samples: int, **hooks) -> History:
     """Enough updates of `variant` for `samples` timed samples, after the warm-up updates."""
     updates = math.ceil(samples / (variant.per_rank_batch * variant.accumulate))
@@ -124,9 +91,10 @@ def _timed_training(model, loader, variant: Variant, samples: int, **hooks) -> H
 def _step_times(variant: Variant, world_size: int, history: History, recorder=None) -> StepTimes:
     p = history.phases
     communication = sum(recorder.spans[WARMUP_UPDATES:]) if recorder else 0.0
+    syncs = sum(recorder.syncs[WARMUP_UPDATES:]) if recorder else p.steps
     return StepTimes(
         variant.name, world_size, variant.per_rank_batch, variant.accumulate, p.samples,
-        p.seconds, p.forward, p.backward, communication, p.optimizer, p.steps,
+        p.seconds, p.forward, p.backward, communication, p.optimizer, syncs,
         recorder.buckets if recorder else 0,
     )  # fmt: skip
 
@@ -135,9 +103,11 @@ def time_replica(setup: Setup, variant: Variant, samples: int, link=REAL) -> Ste
     """Inside a rank: time `samples` of DDP training under `variant`, over `link`."""
     d = load_data(setup)
     model = wrap(build_model(setup, d), bucket_cap_mb=variant.bucket_cap_mb)
+    if not variant.no_sync:  # the training loop calls model.no_sync(): make it do nothing
+        model.no_sync = contextlib.nullcontext
     state = powersgd_state() if variant.hook == "powersgd" else None
     on = OnLink(variant.hook, links.parse(link), state)
-    recorder = _Recorder(lambda _, bucket: on_link_hook(on, bucket))
+    recorder = Recorder(lambda _, bucket: on_link_hook(on, bucket))
     model.register_comm_hook(recorder, recording_hook)
     loader = rank_loader(d.train, variant.per_rank_batch, setup.seed)
     with links.active(on.link):
@@ -215,7 +185,10 @@ def standard_variants(
 
     `no_sync` accumulates `accumulate` micro-batches of batch / accumulate per sync, so it
     syncs as often per sample as naive DDP: at an equal effective batch it saves memory,
-    not communication. The others change how the same gradient crosses the link.
+    not communication. What it saves shows against its control, the same micro-batches
+    accumulated without `no_sync`, which all-reduces after every one of them: `accumulate`
+    times the syncs for the same update. The others change how the same gradient crosses
+    the link.
     """
     micro = per_rank_batch // accumulate
     if micro * accumulate != per_rank_batch:
@@ -223,6 +196,7 @@ def standard_variants(
     return [
         Variant("naive DDP", per_rank_batch),
         Variant(f"no_sync {accumulate} x {micro}", micro, accumulate=accumulate),
+        Variant(f"{accumulate} x {micro} without no_sync", micro, accumulate, no_sync=False),
         *[Variant(f"{cap:g} MB buckets", per_rank_batch, bucket_cap_mb=cap) for cap in bucket_caps],
         Variant("fp16 hook", per_rank_batch, hook="fp16"),
         Variant("PowerSGD hook", per_rank_batch, hook="powersgd"),
@@ -250,7 +224,7 @@ def _overlap_rank(layers: int, width: int, batch: int, bucket_cap_mb: float, ste
     torch.manual_seed(0)
     net = stacked_mlp(layers, width)
     model = wrap(net, bucket_cap_mb=bucket_cap_mb)
-    recorder = _Recorder(HOOKS["allreduce"])
+    recorder = Recorder(HOOKS["allreduce"])
     model.register_comm_hook(recorder, recording_hook)
     ready: dict[str, float] = {}
     linears = [

@@ -13,12 +13,21 @@ from .scaling import speedup
 __all__ = ["layout_prediction", "strong_scaling_chart", "strong_scaling_title"]
 
 
-def strong_scaling_title(runs: dict) -> str:
-    """Which global batch scales best, to how many ranks, and how far."""
+def strong_scaling_title(runs: dict, tie: float = 0.02) -> str:
+    """Which global batch scales best, to how many ranks, and how far. Rank counts whose
+    speedups lie within `tie` (relative) of the best are a tie, and the title says so:
+    1.33x against 1.32x does not make either the fastest."""
     best = {b: max(speedup(points).items(), key=lambda kv: kv[1]) for b, points in runs.items()}
     batch, (ranks, gain) = max(best.items(), key=lambda kv: kv[1][1])
     losers = [b for b, (n, s) in best.items() if n == 1]
     tail = f"; one process stays fastest at {', '.join(map(str, losers))}" if losers else ""
+    tied = sorted(n for n, s in speedup(runs[batch]).items() if s >= (1 - tie) * gain)
+    if len(tied) > 1:
+        who = f"{', '.join(map(str, tied[:-1]))} and {tied[-1]}"
+        return (
+            f"Global batch {batch}: {who} ranks tie within {tie:.0%}, up to {gain:.2f}x one "
+            f"process{tail}"
+        )
     return f"Global batch {batch}: {ranks} ranks are fastest, {gain:.2f}x one process{tail}"
 
 

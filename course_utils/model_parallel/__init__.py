@@ -25,6 +25,7 @@ from .charts import (
     paced_note,
     pipeline_timeline,
     real_note,
+    step_ratio,
 )
 from .exercises import check_bubble, check_gpipe_order
 from .pipeline import mlp, run_pipeline, serial_step
@@ -60,6 +61,7 @@ __all__ = [
     "run_pipeline",
     "serial_step",
     "simulate",
+    "step_ratio",
     "typical_run",
     "verdicts",
 ]

@@ -7,11 +7,11 @@ nothing padded with sleep. Two clocks, named in every row:
   programs take the stages' cores (`core.machine`), and left unjudged (`meets_target: null`)
   if they keep them. This is the run the design's target speaks of: K = 2 on 2 cores,
   within 15% of the formula for M <= 8.
-- an emulated link (the default, `bubble.HANDOFF_LINK`, NVLink-class): the simulated clock,
-  each stage timed on its CPU time plus its waits, so the result does not depend on how
-  many cores the stages share. Over the profile's 100 Mbit/s network a hand-off of these
-  activations takes about 3 forwards, which the formula does not count (`--link
-  100mbit,5ms` shows that).
+- an emulated link (the default, `bubble.HANDOFF_LINK`: 100 Gbit/s and 10 us, a fast
+  network link, far slower than NVLink): the simulated clock, each stage timed on its CPU
+  time plus its waits, so the result does not depend on how many cores the stages share.
+  Over the profile's 100 Mbit/s network a hand-off of these activations takes about 3
+  forwards, which the formula does not count (`--link 100mbit,5ms` shows that).
 Each row's `from_stages_and_link` plays GPipe's order out with every op's measured time and
 the median measured hand-off: how much of a gap to the formula unequal stages and slow
 hand-offs explain (`meets_link_prediction`: the bubble and the step within 15% of it, for

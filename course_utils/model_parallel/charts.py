@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import matplotlib.pyplot as plt
 import numpy as np
 
 from ..core.style import PALETTE, new_figure
+from .schedules import Timeline
 
 __all__ = [
     "activations_held",
@@ -15,6 +18,7 @@ __all__ = [
     "paced_note",
     "pipeline_timeline",
     "real_note",
+    "step_ratio",
 ]
 
 _COLOURS = {"F": PALETTE[0], "B": PALETTE[1]}
@@ -46,13 +50,42 @@ def bubble_note(link_label: str) -> str:
     )
 
 
+class StepRatio(NamedTuple):
+    """One step over another, in two units that need not agree."""
+
+    seconds: float  # on the clock the runs were timed on
+    forwards: float  # each step over its own run's slot (a measured run: its median forward)
+
+
+def step_ratio(first: Timeline, second: Timeline) -> StepRatio:
+    """`second`'s step over `first`'s, in seconds and in forwards. Two measured runs seldom
+    have the same median forward, so the two ratios can differ by more than their noise:
+    a chart and the line printed beside it must quote the same one."""
+    return StepRatio(
+        second.makespan() / first.makespan(),
+        second.in_slots(second.makespan()) / first.in_slots(first.makespan()),
+    )
+
+
+def _on_ranks(tl: Timeline) -> bool:
+    """A run on ranks (paced or measured) has seconds; one played out on paper
+    (`simulate`, no bytes counted) has only forwards."""
+    return bool(tl.peak_bytes)
+
+
 def _compare_steps(timelines: dict) -> str:
-    """The title of a two-panel timeline: how the second run's step compares with the first's."""
+    """The title of a two-panel timeline: the second run's step against the first's, in
+    seconds (runs on ranks) and in forwards, both ratios from `step_ratio`."""
     (a, first), (b, second) = list(timelines.items())[0], list(timelines.items())[-1]
-    ta, tb = first.in_slots(first.makespan()), second.in_slots(second.makespan())
-    ratio = tb / ta
-    how = "as long as" if abs(ratio - 1) <= 0.05 else f"{ratio:.2f}x as long as"
-    return f"{b} takes {how} {a} ({tb:.1f} against {ta:.1f} slots)"
+    ratio = step_ratio(first, second)
+    fa, fb = first.in_slots(first.makespan()), second.in_slots(second.makespan())
+    in_forwards = f"{ratio.forwards:.2f}x {a}'s in forwards ({fb:.1f} against {fa:.1f})"
+    if not (_on_ranks(first) and _on_ranks(second)):
+        return f"{b}'s step takes {in_forwards}"
+    return (
+        f"{b}'s step takes {ratio.seconds:.2f}x {a}'s in seconds ({second.makespan():.3f} "
+        f"against {first.makespan():.3f} s)\nand {in_forwards}"
+    )
 
 
 def pipeline_timeline(timelines: dict, note: str | None = None):
@@ -61,7 +94,8 @@ def pipeline_timeline(timelines: dict, note: str | None = None):
     `timelines` maps a panel label to a `Timeline`; times are shown in slots (one forward
     of one micro-batch on one stage: paced, the slot; measured, the median forward), so
     runs with the same slot line up. `note` says how the ops were timed. The title
-    compares the last panel's step with the first's.
+    compares the last panel's step with the first's, in seconds and in forwards
+    (`step_ratio`).
     """
     fig, axes = new_figure(
         nrows=len(timelines),
@@ -98,11 +132,15 @@ def pipeline_timeline(timelines: dict, note: str | None = None):
         ax.set_ylim(tl.stages - 0.5, -0.5)
         ax.set_xlim(0, end * 1.02)
         ax.grid(axis="y", visible=False)
-        ax.set_title(f"{label}: {tl.in_slots(tl.makespan()):.1f} slots", fontsize=10, loc="left")
+        seconds = f"{tl.makespan():.3f} s, " if _on_ranks(tl) else ""
+        ax.set_title(
+            f"{label}: {seconds}{tl.in_slots(tl.makespan()):.1f} forwards", fontsize=10, loc="left"
+        )
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower right", fontsize=8, ncols=2)
-    axes[-1].set_xlabel("time (slots: one forward of one micro-batch on one stage)")
-    fig.suptitle(_compare_steps(timelines) if len(timelines) > 1 else next(iter(timelines)))
+    axes[-1].set_xlabel("time in forwards (slots: one forward of one micro-batch on one stage)")
+    title = _compare_steps(timelines) if len(timelines) > 1 else next(iter(timelines))
+    fig.suptitle(title, fontsize=10)
     lines = note.count("\n") + 1 if note else 1
     if note:
         fig.text(0.01, 0.0, note, fontsize=8, style="italic", va="bottom")

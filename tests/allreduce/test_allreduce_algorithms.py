@@ -27,6 +27,37 @@ def test_every_algorithm_equals_builtin(world_size):
         assert row["bytes"] == expected, row["algorithm"]
 
 
+@pytest.mark.parametrize("world_size", [1, 2, 4, 8])
+def test_halving_doubling_equals_builtin_on_the_rings_bytes_in_2_log2_n_rounds(world_size):
+    numels = (1, 3, 11, 257, 1024)  # fewer elements than ranks, uneven chunks, even ones
+    rows = compare_with_builtin(
+        world_size, numels, ("float32", "int64"), algorithms=("halving_doubling",)
+    )
+    assert len(rows) == len(numels) * 2
+    levels = world_size.bit_length() - 1
+    for row in rows:
+        assert row["equal"] and row["ranks_agree"], row
+        itemsize = 4 if row["dtype"] == "float32" else 8
+        assert row["rounds"] == cost_model.rounds("halving_doubling", world_size) == 2 * levels
+        expected = cost_model.bytes_per_rank("halving_doubling", world_size, row["numel"], itemsize)
+        assert row["bytes"] == expected
+        if row["numel"] == 1024:  # even chunks: every rank sends and receives the ring's floor
+            floor = cost_model.bandwidth_floor_bytes(world_size, 1024 * itemsize)
+            assert all(sent == received == floor for sent, received in row["bytes"])
+
+
+def test_halving_doubling_worked_example_and_its_refusal_of_other_n():
+    traces = traced_run("halving_doubling", [[r + 1] * 4 for r in range(4)])
+    assert len(traces[0].rounds) - 1 == 4  # 2 halving rounds, 2 doubling rounds
+    halved = [t.rounds[2].value.tolist() for t in traces]
+    assert all(row[r] == 10 and row.count(10) == 1 for r, row in enumerate(halved))
+    assert [t.rounds[-1].value.tolist() for t in traces] == [[10] * 4] * 4
+    with pytest.raises(LaunchError, match="power-of-two number of ranks, not 3"):
+        traced_run("halving_doubling", [[1], [2], [3]], timeout=30)
+    with pytest.raises(ValueError, match="power-of-two number of ranks, not 6"):
+        cost_model.rounds("halving_doubling", 6)
+
+
 def _non_contiguous_and_2d() -> list:
     rank = dist.get_rank()
     out = []
@@ -122,9 +153,15 @@ def test_model_formulas_and_crossover():
     assert cost_model.predicted_seconds("parameter_server", 4, n, model) == pytest.approx(
         6 * (1e-4 + n * 1e-9)
     )
+    # halving-doubling: the butterfly's log2 N rounds twice, the ring's bytes
+    assert cost_model.predicted_seconds("halving_doubling", 8, n, model) == pytest.approx(
+        6 * 1e-4 + 2 * 7 / 8 * n * 1e-9
+    )
+    assert cost_model.predicted_seconds("halving_doubling", 8, n, model) < ring
     # the ring sends the floor; every other algorithm's busiest rank sends more from N = 3 on
     floor = cost_model.bandwidth_floor_bytes(8, 8000)
     assert max(s for s, _ in cost_model.bytes_per_rank("ring", 8, 1000, 8)) == floor
+    assert max(s for s, _ in cost_model.bytes_per_rank("halving_doubling", 8, 1000, 8)) == floor
     for name in ("parameter_server", "tree", "butterfly"):
         assert max(s for s, _ in cost_model.bytes_per_rank(name, 8, 1000, 8)) > floor
     cross = cost_model.crossover_bytes("butterfly", "ring", 8, model)

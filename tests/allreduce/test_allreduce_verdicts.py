@@ -47,6 +47,19 @@ def test_a_ring_that_sends_its_whole_tensor_misses_its_schedule(monkeypatch, bro
     assert verdicts.agrees_with_model(measured, predicted).ok is not broken
 
 
+def test_halving_doubling_plays_out_its_model_on_the_simulated_link():
+    """Its 2 log2 N swaps of halves, quarters, ... take what its schedule gives in the
+    alpha-beta model, beside the ring's 2(N-1) steps of the same bytes."""
+    link, nbytes = links.parse("100mbit,1ms"), (1 << 12, 1 << 18)
+    names = ("halving_doubling", "ring")
+    measured = {4: time_allreduce(4, nbytes, repeats=1, algorithms=names, link=link)}
+    on_link = cost_model.AlphaBeta(alpha=link.alpha, beta=link.beta)
+    predicted = {
+        4: {a: [cost_model.predicted_seconds(a, 4, n, on_link) for n in nbytes] for a in names}
+    }
+    assert verdicts.agrees_with_model(measured, predicted).ok
+
+
 def test_the_simulator_is_trusted_only_when_it_gives_the_real_times():
     close = {"ring": [1.1, 0.9, 1.05], "tree": [1.2, 0.8, 0.95], "butterfly": [1.5, 1.0, 1.0]}
     verdict = verdicts.simulator_matches_real(close)

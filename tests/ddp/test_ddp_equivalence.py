@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import torch
 from torch.utils.data import DistributedSampler, TensorDataset
 
 from course_utils.core.gpus import visible_gpus
+from course_utils.core.training import train
 from course_utils.ddp import cost as ddp_timing
 from course_utils.ddp import equivalence as dp
 from course_utils.ddp import experiments as ddp_runs
 from course_utils.ddp import verdicts as ddp_verdicts
 from course_utils.ddp.data_parallel import data_parallel_vs_one_device
 from course_utils.ranks.examples import spread_over_nodes
+from course_utils.ranks.launch import launch
 from course_utils.ranks.local_nodes import run_local_nodes
 
 
@@ -49,15 +53,37 @@ def test_timings_count_syncs_buckets_and_communication():
     variants = [
         ddp_timing.Variant("naive", 4),
         ddp_timing.Variant("accumulate", 4, accumulate=4),
+        ddp_timing.Variant("accumulate, no no_sync", 4, accumulate=4, no_sync=False),
         ddp_timing.Variant("tiny buckets", 4, bucket_cap_mb=0.0001),
     ]
-    naive, accumulate, tiny = ddp_timing.measure(variants, 2, 128, setup)
+    naive, accumulate, every_micro, tiny = ddp_timing.measure(variants, 2, 128, setup)
     assert naive.samples == 128 and naive.syncs == 32
     assert accumulate.syncs == 8
+    assert every_micro.syncs == 32 and every_micro.samples == 128  # 8 updates, 4 syncs each
+    assert 0 < every_micro.communication < every_micro.seconds
     assert naive.buckets == 1 and tiny.buckets > 1
     assert naive.communication > 0 and naive.compute > 0
     single = ddp_timing.measure_single(8, 256, setup)
     assert single.communication == 0 and single.syncs == 32
+
+
+def _accumulated_parameters(no_sync: bool) -> torch.Tensor:
+    setup = dp.Setup(hidden=16)
+    d = dp.load_data(setup)
+    model = dp.wrap(dp.build_model(setup, d))
+    if not no_sync:
+        model.no_sync = contextlib.nullcontext  # as cost.time_replica does for the control
+    train(model, dp.rank_loader(d.train, 2, setup.seed), lr=0.05, max_steps=5, accumulate=4)
+    return torch.cat([p.detach().flatten() for p in model.parameters()])
+
+
+def test_accumulating_without_no_sync_makes_the_same_update():
+    """no_sync's control in 04 is a fair race: it syncs after every micro-batch, and the
+    averaged gradients add up to the same update."""
+    with_no_sync = launch(_accumulated_parameters, 2, args=(True,))
+    every_micro = launch(_accumulated_parameters, 2, args=(False,))
+    assert torch.equal(every_micro[0], every_micro[1])
+    assert (with_no_sync[0] - every_micro[0]).abs().max() <= 1e-6
 
 
 def test_allreduces_start_while_earlier_layers_still_backpropagate():

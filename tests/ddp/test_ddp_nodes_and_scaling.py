@@ -137,6 +137,17 @@ def test_strong_scaling_measures_compute_and_the_link():
     assert scaling_charts.layout_prediction(measured, predicted, lecture, SLOW.label)
 
 
+def test_strong_scaling_title_calls_a_tie_a_tie():
+    """04 once titled 1.33x against 1.33x '4 ranks are fastest'."""
+    tie = points(32768, {1: (120, 0), 2: (60, 30), 4: (30, 60)})  # 1.33x and 1.33x
+    title = scaling_charts.strong_scaling_title({32768: tie})
+    assert title.startswith("Global batch 32768: 2 and 4 ranks tie within 2%, up to 1.33x")
+    clear = points(32768, {1: (120, 0), 2: (60, 30), 4: (30, 40)})  # 1.33x and 1.71x
+    title = scaling_charts.strong_scaling_title({32768: clear})
+    assert title.startswith("Global batch 32768: 4 ranks are fastest, 1.71x one process")
+    assert "tie" in scaling_charts.strong_scaling_title({32768: clear}, tie=0.3)
+
+
 def test_chart_titles_follow_the_numbers():
     curves = {"DDP": [1.0, 0.5], "one, 32": [1.0, 0.52], "one, 8": [2.0, 1.5]}
     assert "closest to one, 32" in charts.comparison_title(curves, "DDP")

@@ -27,6 +27,10 @@ def test_hooks_put_what_they_send_on_the_wire():
 def test_every_fix_runs_at_naive_ddps_effective_batch():
     variants = cost.standard_variants(8, accumulate=4)
     assert {v.per_rank_batch * v.accumulate for v in variants} == {8}
+    # no_sync and its control: the same micro-batches, with and without no_sync
+    accumulated = [v for v in variants if v.accumulate == 4]
+    assert [v.no_sync for v in accumulated] == [True, False]
+    assert {v.per_rank_batch for v in accumulated} == {2}
     with pytest.raises(ValueError, match="multiple of 4"):
         cost.standard_variants(6, accumulate=4)
 
@@ -45,9 +49,9 @@ def test_the_emulated_link_sets_ddps_communication_time():
 
 
 class _T:
-    def __init__(self, name, per_1000, batch=32, syncs=32, comm_share=0.5):
+    def __init__(self, name, per_1000, batch=32, syncs=32, comm_share=0.5, accumulate=1):
         self.name, self.seconds_per_1000_samples = name, per_1000
-        self.effective_batch, self.syncs = batch, syncs
+        self.effective_batch, self.syncs, self.accumulate = batch, syncs, accumulate
         self.seconds, self.communication = 2.0, 2.0 * comm_share
 
 
@@ -81,6 +85,30 @@ def test_ddp_verdicts_fail_where_the_effect_is_absent():
     assert not verdicts.smaller_buckets_cost_more(_T("0.001 MB, free", 0.3), naive, SLOW).ok
     assert verdicts.powersgd_costs_more_than_fp16(powersgd, fp16, SLOW).ok
     assert not verdicts.powersgd_costs_more_than_fp16(fp16, powersgd, SLOW).ok
+
+
+def test_no_sync_verdict_fails_where_it_cuts_nothing():
+    """no_sync against the same micro-batches accumulated without it (04 stored 0.140 s
+    against about twice that per 1000 samples, with 4x the syncs)."""
+    from course_utils.ddp import verdicts
+
+    no_sync = _T("no_sync 4 x 4", 0.14, syncs=32, accumulate=4)
+    every_micro = _T("4 x 4 without no_sync", 0.30, syncs=128, accumulate=4)
+    line = verdicts.no_sync_cuts_syncs(no_sync, every_micro, link.REAL)
+    assert line.ok and repr(line).startswith("✓ real clock: accumulating")
+    assert "simulated link" in repr(verdicts.no_sync_cuts_syncs(no_sync, every_micro, SLOW))
+    # the effect absent: the control synced as rarely (a no_sync that did nothing) ...
+    same_syncs = _T("4 x 4, syncs once", 0.30, syncs=32, accumulate=4)
+    assert not verdicts.no_sync_cuts_syncs(no_sync, same_syncs, link.REAL).ok
+    # ... or the syncs went but the time did not (a link whose all-reduces cost nothing)
+    free_link = _T("4 x 4 without no_sync, free all-reduces", 0.15, syncs=128, accumulate=4)
+    assert not verdicts.no_sync_cuts_syncs(no_sync, free_link, link.REAL).ok
+    assert verdicts.no_sync_cuts_syncs(no_sync, free_link, link.REAL, share=0.05).ok
+    # ... or nothing was accumulated: one micro-batch per update has no syncs to cut
+    naive = _T("naive", 0.10, syncs=32)
+    assert not verdicts.no_sync_cuts_syncs(naive, _T("naive", 0.2, syncs=32), link.REAL).ok
+    hog = MachineShare(cores=2, seconds=1.0, others_cores=1.0, machine_cores=2)
+    assert not verdicts.no_sync_cuts_syncs(no_sync, every_micro, link.REAL, machine=hog).judged
 
 
 def test_overlap_saving_is_measured_and_its_verdict_fails_without_overlap():

@@ -168,12 +168,50 @@ def test_charts_take_plain_data_and_compute_their_titles():
     assert bubble_title.startswith("measured bubble against GPipe's prediction\nreal, K = 2: ")
     assert "within 0.05 of the step; simulated, K = 4: within 0.00 of the step" in bubble_title
     assert "real clock: wall time" in bubble_title
-    assert titles[0] == "1F1B takes as long as GPipe (12.0 against 12.0 slots)"
-    assert titles[1] == "1F1B takes 0.50x as long as naive (12.0 against 24.0 slots)"
+    # played out on paper: forwards only; the title's ratio is step_ratio's
+    assert titles[0] == "1F1B's step takes 1.00x GPipe's in forwards (12.0 against 12.0)"
+    assert titles[1] == "1F1B's step takes 0.50x naive's in forwards (12.0 against 24.0)"
     assert titles[2].startswith("M = 4: at most 3.0 MiB held on a stage with 1F1B, 4.0 MiB")
     assert titles[3] == "column_row: 2 collectives against 4, 50% of every_layer's wire bytes"
     assert "paced by sleep, an illustration" in plots.paced_note(0.04, 8)
     assert "simulated clock" in plots.real_note("emulated 1 Gbit/s link, α = 1 ms")
+
+
+def _measured(timeline, seconds_per_slot: float, median_forward: float):
+    """A timeline as a run on ranks gives it: in seconds, with its own median forward."""
+    from course_utils.model_parallel.schedules import Event, Timeline
+
+    scaled = [
+        Event(e.stage, e.kind, e.microbatch, e.start * seconds_per_slot, e.end * seconds_per_slot)
+        for e in timeline.events
+    ]
+    return Timeline(
+        timeline.schedule, timeline.stages, timeline.microbatches, scaled, slot=median_forward,
+        peak_activations=timeline.peak_activations, peak_bytes=(1,) * timeline.stages,
+    )  # fmt: skip
+
+
+def test_a_measured_timeline_title_gives_the_step_in_seconds_and_in_forwards():
+    """06 once printed a 1.73x slowdown (seconds) under a chart titled 1.67x (forwards,
+    each run's own median forward): the title now says both, from step_ratio, which the
+    notebook prints too."""
+    from course_utils.model_parallel import charts as plots
+
+    balanced = _measured(simulate("gpipe", 4, 8), 0.1, 0.1)  # 22 slots: 2.2 s, 22 forwards
+    heavy = _measured(simulate("gpipe", 4, 8), 0.173, 0.1038)  # 3.806 s, 36.7 forwards
+    ratio = plots.step_ratio(balanced, heavy)
+    assert ratio.seconds == pytest.approx(1.73) and ratio.forwards == pytest.approx(1.6667, 1e-3)
+    title = plots.pipeline_timeline({"balanced": balanced, "heavy": heavy})._suptitle.get_text()
+    assert title == (
+        "heavy's step takes 1.73x balanced's in seconds (3.806 against 2.200 s)\n"
+        "and 1.67x balanced's in forwards (36.7 against 22.0)"
+    )
+    # 1F1B a little slower in seconds, faster in forwards: the title does not call it a tie
+    gpipe = _measured(simulate("gpipe", 4, 8), 0.0368, 0.035)
+    f1b = _measured(simulate("1f1b", 4, 8), 0.0382, 0.046)
+    title = plots.pipeline_timeline({"GPipe": gpipe, "1F1B": f1b})._suptitle.get_text()
+    assert "1F1B's step takes 1.04x GPipe's in seconds" in title and "as long" not in title
+    assert "0.79x GPipe's in forwards" in title
 
 
 def test_bench_reports_measured_and_predicted_bubble_per_m_with_real_compute():
