@@ -54,10 +54,13 @@ def link_dial(link: Link, world_size: int = 8, nbytes: list | None = None):
         return None
     import ipywidgets as w
 
+    # steps of 0.001 in the exponent: the 5 ms link reads 5 ms (the default 0.1 snaps it to
+    # 10^0.7 = 5.01187 ms, which no text of the course says)
+    fine = {"base": 10, "step": 0.001, "readout_format": ".3g"}
     rate = w.FloatLogSlider(
-        value=link.bits_per_second / 1e6, base=10, min=0, max=5, description="Mbit/s"
+        value=link.bits_per_second / 1e6, min=0, max=5, description="Mbit/s", **fine
     )
-    alpha = w.FloatLogSlider(value=link.alpha * 1e3, base=10, min=-3, max=2, description="α (ms)")
+    alpha = w.FloatLogSlider(value=link.alpha * 1e3, min=-3, max=2, description="α (ms)", **fine)
     ranks = w.IntSlider(value=world_size, min=2, max=64, description="ranks")
     fig.canvas.header_visible = False
     Gcf.figs.pop(fig.number, None)  # ours alone: a later inline cell must not show it again

@@ -63,3 +63,26 @@ def test_time_against_ranks_titles_growth_and_keeps_legend_off_the_lines():
     fig = link_charts.time_against_ranks(by_n, 1000)
     assert "ring x2.0" in fig.axes[0].get_title() and "tree x4.0" in fig.axes[0].get_title()
     assert _legend_outside(fig.axes[0])
+
+
+def test_the_link_dial_reads_the_profiles_5_ms_and_redraws(monkeypatch):
+    """The 5 ms link must read 5 ms on the dial (a coarse log step showed 5.01187 ms)."""
+    import math
+
+    from course_utils.allreduce import dial
+    from course_utils.network import fabric
+
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda *a: shown.extend(a))
+    monkeypatch.setattr(dial.matplotlib, "get_backend", lambda: "module://ipympl.backend_nbagg")
+    box = dial.link_dial(fabric.parse("100mbit,5ms"), world_size=4)
+    rate, alpha, ranks = box.children
+    for slider, wanted in ((alpha, 5.0), (rate, 100.0)):
+        exponent = math.log10(wanted)
+        on_a_step = 10 ** (round((exponent - slider.min) / slider.step) * slider.step + slider.min)
+        assert abs(on_a_step / wanted - 1) < 1e-3 and slider.readout_format == ".3g"
+    figure = shown[-1].figure
+    alpha.value = 0.01  # a faster link: the title follows the dial
+    assert "10 µs" in figure.axes[0].get_title() and "N = 4" in figure.axes[0].get_title()
+    monkeypatch.setattr(dial.matplotlib, "get_backend", lambda: "agg")
+    assert dial.link_dial(fabric.parse("100mbit,5ms")) is None  # a plain picture instead
