@@ -11,7 +11,7 @@ under torchrun) does not pay for every chapter's imports.
 
 from __future__ import annotations
 
-import importlib
+from .core.lazy import names_on_first_use
 
 __version__ = "0.1.0"
 
@@ -30,11 +30,4 @@ _SHARED = {
 __all__ = sorted(_SHARED)
 
 
-def __getattr__(name: str):
-    if name not in _SHARED:
-        raise AttributeError(f"module 'course_utils' has no attribute {name!r}")
-    module_name, attribute = _SHARED[name]
-    module = importlib.import_module(f"{__name__}.{module_name}")
-    value = module if attribute is None else getattr(module, attribute)
-    globals()[name] = value
-    return value
+__getattr__ = names_on_first_use(__name__, _SHARED, globals())

@@ -1,4 +1,5 @@
-"""Charts for the failures notebook, from plain data: a resumed run, Young's curve, a straggler."""
+"""Charts for the failures notebook, from plain data: a resumed run, Young's curve, the rows
+each rank held before and after resharding, a straggler."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import matplotlib.pyplot as plt
 
 from ..core.style import PALETTE, new_figure
 
-__all__ = ["checkpoint_interval", "resume_timeline", "straggler_table"]
+__all__ = ["checkpoint_interval", "resume_timeline", "shard_layout", "straggler_table"]
 
 
 def resume_timeline(run, title: str | None = None):
@@ -54,6 +55,38 @@ def checkpoint_interval(young: dict, title: str | None = None):
         title or f"least time lost at k = {best}; Young predicts k ≈ {young['young_steps']:.0f}"
     )
     ax.legend(fontsize=8)
+    plt.close(fig)  # shown once, as the cell's result
+    return fig
+
+
+def shard_layout(run: dict, title: str | None = None):
+    """The rows of each parameter every rank held, left: the ranks that saved the
+    checkpoint, right: the ranks that loaded it (`run` is `reshard`'s)."""
+    fig, axes = new_figure(ncols=2, width=4.4)
+    rows = {}
+    for ax, n, role in zip(axes, run["world_sizes"], ("saved", "loaded"), strict=True):
+        ranks = run["shards"][n]
+        names = list(ranks[0])
+        for y, name in enumerate(names):
+            rows[n, name] = [shards[name][0] for shards in ranks]
+            total, left = sum(rows[n, name]), 0
+            for rank, k in enumerate(rows[n, name]):
+                ax.barh(y, k / total, left=left / total, color=PALETTE[rank % len(PALETTE)],
+                        edgecolor="white", label=f"rank {rank}" if y == 0 else None)  # fmt: skip
+                left += k
+        ax.set_yticks(range(len(names)), names)
+        ax.invert_yaxis()
+        ax.set_xlabel("share of the parameter's rows")
+        ax.set_title(f"{n} ranks ({role})", fontsize=10)
+        ax.legend(fontsize=7, ncol=n, loc="upper center", bbox_to_anchor=(0.5, -0.22))
+    (saved, loaded), first = run["world_sizes"], names[0]
+    fig.suptitle(
+        title
+        or f"{first}: {rows[saved, first][0]} of its {sum(rows[saved, first])} rows on rank 0 of "
+        f"{saved}, {rows[loaded, first][0]} on rank 0 of {loaded}",
+        fontsize=10,
+    )
+    fig.tight_layout()
     plt.close(fig)  # shown once, as the cell's result
     return fig
 

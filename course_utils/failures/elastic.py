@@ -1,13 +1,13 @@
 """The resumable run under torchrun's elastic agent, which restarts it after a failure.
 
-    python -m torch.distributed.run --nnodes=2 --nproc-per-node=1 --max-restarts=1 ... \\
-        -m course_utils.failures.elastic --config '{"steps": 24, ...}'
-
 Every attempt loads the latest checkpoint, if there is one, and trains on. On the first
 attempt (TORCHELASTIC_RESTART_COUNT=0) `kill_rank` SIGKILLs itself after `kill_at`
 updates; its agent sees the worker die, tears the group down on every node and starts
-it again, and the second attempt resumes from the checkpoint and finishes.
-`elastic_restart` runs that job on local "nodes" and an uninterrupted twin beside it.
+it again, and the second attempt resumes from the checkpoint and finishes. The agents
+meet through torchrun's c10d rendezvous (a TCP store that node 0's agent hosts, here at a
+port the OS picked: no shared filesystem), and each round's workers form their process
+group at a store of that round's own (`join_round`). `elastic_restart` runs that job on local
+"nodes" and an uninterrupted twin beside it; the workers start in `elastic_worker`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ import faulthandler
 import io
 import json
 import os
-import sys
 import tempfile
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -37,6 +36,9 @@ from ..ranks.torchrun import report_results
 from . import checkpoint
 from .resume import RunConfig, checkpointed_training
 
+WORKER = f"{__package__}.elastic_worker"  # the module torchrun's agents run
+# torchrun's agents otherwise share the rendezvous store with the workers, round after round
+ROUND_STORES = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
 AGENT_WORDS = (
     "FAILED",
     "will restart",
@@ -47,13 +49,14 @@ AGENT_WORDS = (
 )
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m course_utils.failures.elastic")
+def run_worker(argv: list[str] | None, agent: int) -> int:
+    """One torchrun worker (started by `elastic_worker`, which tied it to `agent`)."""
+    parser = argparse.ArgumentParser(prog=f"python -m {WORKER}")
     parser.add_argument("--config", required=True, help="a RunConfig as JSON")
     parser.add_argument("--backend", default="gloo", choices=["gloo"], help="CPU tensors: gloo")
     args = parser.parse_args(argv)
     cfg = RunConfig(**json.loads(args.config))
-    join_round(cfg.checkpoint_dir)
+    join_round(agent)
     if checkpoint.latest(cfg.checkpoint_dir) is not None:
         cfg = replace(cfg, kill_rank=None, kill_at=None)  # the failure happens once
     result = checkpointed_training(replace(cfg, resume=True))
@@ -62,27 +65,39 @@ def main(argv: list[str] | None = None) -> int:
     leave(0)
 
 
-def join_round(folder: str) -> None:
-    """Join this round's process group through a file named after the latest checkpoint.
+def join_round(agent: int) -> None:
+    """Join this round's process group at the store torchrun names for this round.
 
-    The agents' store outlives a restart, and a node restarted for a peer's failure keeps
-    its restart count at 0, so the default `env://` group can read the failed round's
-    addresses and connect to a dead rank. A file per round (each round starts from a newer
-    checkpoint) cannot.
+    By default torchrun's agents share their rendezvous store with the workers, round
+    after round, and the failed round's keys stay in it: the restarted group can read the
+    dead round's addresses and connect to a dead rank (here, 5 of 6 restarts of the test's
+    job then hung or failed). With
+    `TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1` set for the agents, node 0's agent asks the OS
+    for a free port every round (MASTER_PORT) and rank 0 hosts a fresh store there:
+    `env://` then meets only this round's ranks.
     """
+    restarts = int(os.environ.get("TORCHELASTIC_MAX_RESTARTS", "0"))
+    if restarts and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
+        raise SystemExit(
+            "the agents share their rendezvous store with the workers, so a restarted group "
+            "could meet the failed round's ranks: start torchrun with "
+            "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 in its environment (elastic_restart does)."
+        )
     faulthandler.enable()
-    tie_to_parent(os.getppid())
+    tie_to_parent(agent)  # again, for systems without a death signal: a watching thread
     cap_threads(threads_per_rank(int(os.environ["LOCAL_WORLD_SIZE"])))
-    round_file = Path(folder) / f"rendezvous-after-{checkpoint.latest(folder)}"
-    init_process_group(
-        "gloo", 30.0, f"file://{round_file}", int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    )
+    init_process_group("gloo", 30.0, "env://")
 
 
 def elastic_restart(cfg: RunConfig, nodes: int, max_restarts: int, timeout: float = 120.0):
     """Run `cfg` as an `nodes`-node torchrun job with a kill; returns its ranks, the
     agents' lines about the failure and restart, an uninterrupted twin's digest, and the
     seconds from the SIGKILL to the restarted group's first update."""
+    if max_restarts < 1:
+        raise ValueError(
+            f"max_restarts={max_restarts}: the agents restart the group only with "
+            "max_restarts >= 1 (and meet through c10d only then)."
+        )
     twin = launch(
         checkpointed_training, nodes, args=(replace(cfg, every=None, kill_rank=None),),
         timeout=timeout,
@@ -91,10 +106,10 @@ def elastic_restart(cfg: RunConfig, nodes: int, max_restarts: int, timeout: floa
         job = replace(cfg, checkpoint_dir=root, log_dir=root)
         log = io.StringIO()
         try:
-            with _agent_log_level("INFO"), contextlib.redirect_stdout(log):
+            with _agent_env(LOGLEVEL="INFO", **ROUND_STORES), contextlib.redirect_stdout(log):
                 ranks = run_local_nodes(
                     None, nnodes=nodes, nproc_per_node=1, timeout=timeout,
-                    max_restarts=max_restarts, module="course_utils.failures.elastic",
+                    max_restarts=max_restarts, module=WORKER,
                     module_args=["--config", json.dumps(asdict(job))],
                 )  # fmt: skip
         except LaunchError:
@@ -113,17 +128,19 @@ def elastic_restart(cfg: RunConfig, nodes: int, max_restarts: int, timeout: floa
 
 
 @contextlib.contextmanager
-def _agent_log_level(level: str):
-    """torchrun's agent logs its restarts at INFO; it reads the level from LOGLEVEL."""
-    before = os.environ.get("LOGLEVEL")
-    os.environ["LOGLEVEL"] = level
+def _agent_env(**variables: str):
+    """Variables the agents read from their environment (they copy this process's): LOGLEVEL
+    (INFO: their restarts are logged at INFO), TORCH_DISABLE_SHARE_RDZV_TCP_STORE."""
+    before = {name: os.environ.get(name) for name in variables}
+    os.environ.update(variables)
     try:
         yield
     finally:
-        if before is None:
-            os.environ.pop("LOGLEVEL")
-        else:
-            os.environ["LOGLEVEL"] = before
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name)
+            else:
+                os.environ[name] = value
 
 
 def _about_restart(line: str) -> bool:
@@ -134,7 +151,3 @@ def _short(line: str) -> str:
     """An agent's log line without its header: '[node 1] failed (exitcode: -9) ...'."""
     node, _, rest = line.partition("] ")
     return f"{node}] {rest.split('] ', 1)[-1].replace('[default] ', '')}"
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -59,11 +59,36 @@ def young_agrees(
     )
 
 
-def reshard_matches(loaded_exact: bool, gap: float, tolerance: float = 1e-5) -> Verdict:
+def checkpoint_sharded(run: dict, slack: float = 0.25) -> Verdict:
+    """`run` is `reshard`'s. At each world size N, every parameter lay in N pieces, one per
+    rank's file, each file held 1/N of the parameters (within `slack`) and all together each
+    element once; and the ranks that loaded held other shards than those that saved. A DDP
+    checkpoint fails it: DCP writes each replicated tensor whole, in one rank's file."""
+    saved_by, loaded_by = run["world_sizes"]
+    even = all(
+        set(layout["pieces"].values()) == {n}
+        and abs(sum(layout["shares"].values()) - 1) < 1e-9
+        and all(abs(share * n - 1) <= slack for share in layout["shares"].values())
+        for n, layout in run["stored"].items()
+    )
+    before, after = run["shards"][saved_by][0], run["shards"][loaded_by][0]
+    moved = bool(before) and all(before[name] != after.get(name) for name in before)
     return verdict(
-        loaded_exact and gap < tolerance,
-        f"2 ranks loaded the 4-rank checkpoint exactly and trained on to within {tolerance:g} "
-        "of 4 ranks",
+        even and moved and set(run["stored"]) == {saved_by, loaded_by},
+        f"each of {saved_by} ranks stored its own rows of every parameter, about 1/{saved_by} "
+        f"of them, and each of {loaded_by} about 1/{loaded_by} (within {slack:.0%}); the "
+        f"{loaded_by} ranks held other rows than the {saved_by}",
+    )
+
+
+def reshard_matches(run: dict, tolerance: float = 1e-12) -> Verdict:
+    """`run` is `reshard`'s: the resumed run's final weights against one unsharded process's
+    (float64: the order of the sums differs, and float64 rounds at about 1e-16)."""
+    saved_by, loaded_by = run["world_sizes"]
+    return verdict(
+        run["gap"] <= tolerance,
+        f"{loaded_by} ranks went on from {saved_by} ranks' sharded checkpoint and ended where "
+        f"one unsharded process did, to within {tolerance:g} (float64)",
     )
 
 

@@ -14,7 +14,7 @@ and should not pay for matplotlib or torchrun's helpers to run the learner's fun
 
 from __future__ import annotations
 
-import importlib
+from ..core.lazy import names_on_first_use
 
 _EXPORTS = {
     "launch_times": "charts",
@@ -30,9 +30,6 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = names_on_first_use(
+    __name__, {name: (module, name) for name, module in _EXPORTS.items()}, globals()
+)

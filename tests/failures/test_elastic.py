@@ -1,11 +1,22 @@
 """torchrun's agents restart a group that lost a rank, it resumes from its checkpoint, and
-nothing is left running."""
+nothing is left running: not even a worker whose agent was stopped while it started."""
 
 from __future__ import annotations
 
-from course_utils.failures import elastic, verdicts
+import json
+import os
+import sys
+import time
+from dataclasses import asdict, replace
+from subprocess import DEVNULL
+
+import psutil
+import pytest
+
+from course_utils.failures import elastic, elastic_worker, verdicts
 from course_utils.failures.resume import RunConfig
-from course_utils.ranks.local_nodes import torchrun_command
+from course_utils.ranks import processes
+from course_utils.ranks.local_nodes import free_port, torchrun_command
 
 SMALL = RunConfig(steps=12, every=4, hidden=16, train_samples=256, kill_rank=1, kill_at=6)
 
@@ -48,3 +59,54 @@ def test_agent_lines_lose_their_header():
     line = f"{header} failed (exitcode: -9)"
     assert elastic._about_restart(line)
     assert elastic._short(line) == "[node 1] failed (exitcode: -9)"
+
+
+def test_max_restarts_below_one_is_refused():
+    with pytest.raises(ValueError, match="max_restarts >= 1"):
+        elastic.elastic_restart(SMALL, nodes=2, max_restarts=0)
+
+
+def test_a_worker_refuses_a_store_shared_with_the_failed_round(monkeypatch):
+    monkeypatch.setenv("TORCHELASTIC_USE_AGENT_STORE", "True")
+    monkeypatch.setenv("TORCHELASTIC_MAX_RESTARTS", "1")
+    with pytest.raises(SystemExit, match="TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1"):
+        elastic.join_round(os.getpid())
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the death signal is Linux's")
+def test_a_worker_whose_agent_dies_during_its_start_up_leaves_within_seconds(tmp_path):
+    """Issue #25: a Stop while the workers were still importing left them running for
+    minutes, handed to init. Here the agent is killed as soon as its worker exists."""
+    job = replace(SMALL, steps=100_000, every=None, kill_rank=None, checkpoint_dir=str(tmp_path))
+    cmd = torchrun_command(
+        None, nnodes=1, nproc_per_node=1, node_rank=0, master_addr="127.0.0.1",
+        master_port=free_port(), python=sys.executable, module=elastic.WORKER,
+        module_args=["--config", json.dumps(asdict(job))], max_restarts=1,
+    )  # fmt: skip
+    env = {**os.environ, **elastic.ROUND_STORES}
+    agent = processes.start_command(cmd, env=env, stdout=DEVNULL, stderr=DEVNULL)
+    worker = None
+    try:
+        deadline = time.monotonic() + 60  # torchrun imports torch first: seconds on 2 cores
+        while worker is None and agent.poll() is None and time.monotonic() < deadline:
+            children = psutil.Process(agent.pid).children()
+            worker = children[0] if children else time.sleep(0.005)
+        assert worker is not None, "the agent started no worker within 60 s"
+        assert elastic_worker.runs_torchrun(agent.pid) and not elastic_worker.runs_torchrun(1)
+    finally:
+        processes.stop(agent)  # what a notebook's Stop does: the agent's group, SIGKILL
+    stopped = time.monotonic()
+    try:
+        while _alive(worker) and time.monotonic() - stopped < 10:  # it takes well under 1 s
+            time.sleep(0.05)
+        assert not _alive(worker), "the worker outlived its agent by 10 s"
+    finally:
+        if _alive(worker):
+            worker.kill()
+
+
+def _alive(process: psutil.Process) -> bool:
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
