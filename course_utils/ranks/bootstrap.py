@@ -23,6 +23,7 @@ import torch.distributed as dist
 from ..core.errors import BackendError
 from ..core.gpus import visible_gpus
 from ..core.machine import machine_cores
+from .agent import tie_to_agent
 
 BACKENDS = ("auto", "gloo", "nccl")
 
@@ -166,7 +167,7 @@ def join_from_torchrun(backend: str = "auto", timeout: float = 300.0) -> torch.d
             "`python -m torch.distributed.run --nproc-per-node=2 -m <module> ...`"
         )
     faulthandler.enable()  # a crash in C++ (SIGSEGV, SIGABRT) still shows the Python stack
-    tie_to_parent(os.getppid())
+    tie_to_agent(f"rank {os.environ['RANK']}")  # an agent gone during our imports: leave
     local_rank = int(os.environ["LOCAL_RANK"])
     local_world = int(os.environ["LOCAL_WORLD_SIZE"])
     backend = resolve_backend(backend, local_world)

@@ -128,3 +128,56 @@ def test_spread_over_nodes_needs_two_agents():
     assert not spread_over_nodes(one_node, nnodes=2, per_node=1).ok
     shared_agent = [dict(r, parent_pid=10) for r in two_agents]
     assert not spread_over_nodes(shared_agent, nnodes=2, per_node=1).ok
+
+
+def test_a_rank_whose_agent_dies_while_it_imports_leaves_instead_of_waiting_alone():
+    """torchrun starts its workers in sessions of their own: a Stop that kills the agent
+    during a worker's imports once left it tied to init, waiting on a rendezvous nobody
+    served. `join_from_torchrun` checks that its parent is still a torchrun agent."""
+    import os
+
+    import psutil
+
+    from course_utils.ranks import agent, processes
+    from course_utils.ranks.local_nodes import free_port
+
+    cmd = torchrun_command(
+        None, nnodes=1, nproc_per_node=1, node_rank=0, master_addr="127.0.0.1",
+        master_port=free_port(), python=sys.executable, module="course_utils.ranks.torchrun",
+        module_args=["course_utils.ranks.examples:whoami"],
+    )  # fmt: skip
+    started = processes.start_command(
+        cmd, env=dict(os.environ), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    worker = None
+    try:
+        deadline = time.monotonic() + 60  # torchrun imports torch first: seconds on 2 cores
+        while worker is None and started.poll() is None and time.monotonic() < deadline:
+            workers = [
+                p for p in psutil.Process(started.pid).children(recursive=True)
+                if "course_utils.ranks.torchrun" in " ".join(_cmdline(p))
+            ]  # fmt: skip
+            worker = workers[0] if workers else time.sleep(0.005)
+        assert worker is not None, "the agent started no worker within 60 s"
+        assert agent.runs_torchrun(started.pid) and not agent.runs_torchrun(1)
+    finally:
+        processes.stop(started)  # what a notebook's Stop does: the agent's group, SIGKILL
+    stopped = time.monotonic()
+    try:  # the worker's imports take a few seconds on 2 cores; then it must leave
+        while worker.is_running() and worker.status() != psutil.STATUS_ZOMBIE:
+            assert time.monotonic() - stopped < 60, "the rank outlived its agent by 60 s"
+            time.sleep(0.1)
+    except psutil.NoSuchProcess:
+        pass
+    finally:
+        if worker.is_running():
+            worker.kill()
+
+
+def _cmdline(process) -> list[str]:
+    import psutil
+
+    try:
+        return process.cmdline()
+    except psutil.Error:
+        return []
