@@ -1,4 +1,4 @@
-"""Charts for notebook 02: where small- and large-batch training end, and how sharp it is there."""
+"""Charts for notebook 02: where each arm's training ends, and how sharp it is there."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt
 
 from ..core.style import PALETTE, new_figure
 
-__all__ = ["sharpness_by_batch", "line_between_solutions"]
+__all__ = ["sharpness_by_arm", "line_between_solutions"]
 
 _MEASURES = (
     ("test_acc", "test accuracy (%)", 100.0),
@@ -17,39 +17,94 @@ _MEASURES = (
 )
 
 
-def sharpness_by_batch(sides: dict):
-    """Test accuracy and both sharpness measures, one panel each: a dot per seed, the mean
-    as a bar, and a grey line joining the runs of each seed.
+def sharpness_by_arm(sides: dict):
+    """Test accuracy and both sharpness measures, one panel each: a dot per seed (coloured
+    by batch size where known, hollow for a run that did not fit), the mean as a black tick,
+    and a grey line joining the runs of each seed.
 
-    `sides` maps a label (say "batch 32") to a dict of "test_acc", "sharpness" and
-    "hessian", one value per seed (the same seeds, in the same order). The accuracy axis
-    starts at 0; each panel's title names the run that ends lowest or highest.
+    `sides` maps a label (say "batch 32, lr 0.01") to a dict of "test_acc", "sharpness" and
+    "hessian", one value per seed, and optionally "seed", "fitted", "lr" and "batch_size";
+    with "lr" and "batch_size" the arms are drawn in order of falling lr/B.
+    The accuracy axis is zoomed to the data (its gaps are a few points); the sharpness axes
+    start at 0. Each panel's title names the arm that ends lowest or highest, and the
+    figure's title what separates the arms (`_headline`).
     """
-    labels = list(sides)
+    labels = sorted(sides, key=lambda n: -_lr_over_b(sides[n]) if "lr" in sides[n] else 0)
     xs = list(range(len(labels)))
-    fig, axes = new_figure(ncols=3, width=3.9, height=3.6)
+    fig, axes = new_figure(ncols=3, width=1.2 + 0.75 * len(labels), height=3.8)
+    seeds = {
+        name: list(side.get("seed", range(len(side["test_acc"])))) for name, side in sides.items()
+    }
+    batches = sorted({s["batch_size"][0] for s in sides.values() if "batch_size" in s})
+    colors = {
+        name: PALETTE[batches.index(s["batch_size"][0])] if "batch_size" in s else PALETTE[7]
+        for name, s in sides.items()
+    }
     for ax, (key, label, scale) in zip(axes, _MEASURES, strict=True):
-        values = [[scale * v for v in sides[name][key]] for name in labels]
-        means = [sum(v) / len(v) for v in values]
-        ax.bar(xs, means, color=PALETTE[: len(xs)], alpha=0.35, width=0.6)
-        for i, seed in enumerate(zip(*values, strict=True)):
-            ax.plot(xs, seed, color="#999999", lw=1, zorder=2)
-            ax.plot(
-                xs, seed, "o", ms=6, color=PALETTE[7], zorder=3,
-                label="one seed" if i == 0 else None,
-            )  # fmt: skip
-        ax.set_xticks(xs, [name.replace(", ", ",\n") for name in labels], fontsize=8)
+        at = {name: dict(zip(seeds[name], sides[name][key], strict=True)) for name in labels}
+        means = [scale * sum(at[name].values()) / len(at[name]) for name in labels]
+        for x, name in zip(xs, labels, strict=True):
+            fitted = sides[name].get("fitted", [True] * len(seeds[name]))
+            for v, ok in zip(sides[name][key], fitted, strict=True):
+                face = colors[name] if ok else "none"
+                ax.plot(x, scale * v, "o", ms=6, color=colors[name], mfc=face, zorder=3)
+            ax.plot([x - 0.25, x + 0.25], [means[x]] * 2, color="black", lw=2, zorder=4)
+        for seed in sorted({s for ss in seeds.values() for s in ss}):  # one grey line per seed
+            line = [
+                (x, scale * at[n][seed]) for x, n in zip(xs, labels, strict=True) if seed in at[n]
+            ]
+            ax.plot(*zip(*line, strict=True), color="#999999", lw=1, zorder=2)
+        ax.set_xticks(xs, [name.replace(", ", ",\n") for name in labels], fontsize=7)
         ax.set_ylabel(label)
         if key == "test_acc":
-            ax.set_ylim(0, 100)
-            ax.set_title(f"{labels[means.index(min(means))]} tests worst", fontsize=9)
+            low, high = (
+                min(scale * min(s[key]) for s in sides.values()),
+                max(scale * max(s[key]) for s in sides.values()),
+            )
+            pad = max(0.5, 0.15 * (high - low))
+            ax.set_ylim(low - pad, high + pad)
+            ax.set_title(f"{labels[means.index(min(means))]} tests worst", fontsize=8)
         else:
-            ax.set_title(f"{labels[means.index(max(means))]} is sharpest", fontsize=9)
-    axes[0].legend(loc="upper right", fontsize=8)
-    fig.suptitle("every run fits the training set: test accuracy and sharpness of each solution")
+            ax.set_ylim(0, None)
+            ax.set_title(f"{labels[means.index(max(means))]} is sharpest", fontsize=8)
+    fig.suptitle(_headline(sides))
     fig.tight_layout()
     plt.close(fig)
     return fig
+
+
+def _lr_over_b(side: dict) -> float:
+    """lr / B to 6 digits, so that arms scaled to the same ratio compare equal."""
+    return float(f"{side['lr'][0] / side['batch_size'][0]:.6g}")
+
+
+def _headline(sides: dict) -> str:
+    """What the data show: whether every run at the lower of two lr/Bs is sharper (both
+    measures) and tests worse than every run at the higher, naming the two arms if there are
+    only two, and saying so if each lr/B holds both batch sizes."""
+    fitted = all(all(s.get("fitted", [True])) for s in sides.values())
+    plain = "test accuracy and sharpness of each " + ("fitted run" if fitted else "run")
+    if not all("lr" in s and "batch_size" in s for s in sides.values()):
+        return plain
+    ratio = {n: _lr_over_b(s) for n, s in sides.items()}
+    levels = sorted(set(ratio.values()))
+    if len(levels) != 2:
+        return plain
+    low = [n for n in sides if ratio[n] == levels[0]]
+    high = [n for n in sides if ratio[n] == levels[1]]
+
+    def apart(key, sign):  # every low-lr/B run beyond every high-lr/B run, in direction sign
+        lows = [v for n in low for v in sides[n][key]]
+        highs = [v for n in high for v in sides[n][key]]
+        return min(lows) > max(highs) if sign > 0 else max(lows) < min(highs)
+
+    if not (fitted and apart("sharpness", 1) and apart("hessian", 1) and apart("test_acc", -1)):
+        return plain
+    if len(low) == len(high) == 1:
+        return f"every run of {low[0]} ends sharper and tests worse than every run of {high[0]}"
+    both = all(len({sides[n]["batch_size"][0] for n in group}) > 1 for group in (low, high))
+    where = "at either batch size, " if both else ""
+    return f"{where}every run at the lower lr/B ends sharper and tests worse"
 
 
 def line_between_solutions(

@@ -1,12 +1,12 @@
-"""Notebook 02: do large batches end in sharper minima that generalize worse? (Keskar et al.)
+"""Notebook 02: fit the training set, then measure where the run ended (Keskar et al. 2017).
 
 A fixed-epoch sweep (notebook 01) mixes two effects: a large batch makes fewer updates,
-and it may also end somewhere worse. Training a small-batch and a large-batch run until
-both fit the training set removes the first: what is left is where they ended. Each run
-is a sweep trial (`fit_trial`) that trains to the fit target and measures the solution -
+and it may also end somewhere worse. Training every arm (`arms`: a batch, an lr, a warmup)
+until it fits the training set removes the first: what is left is where each ended. Each
+run is a sweep trial (`fit_trial`) that trains to the fit target and measures the solution -
 test accuracy, Keskar's epsilon-sharpness and the top Hessian eigenvalue on a fixed
 training subset - and returns its weights as a flat array, so the notebook can walk the
-line between the two solutions.
+line between two solutions.
 """
 
 from __future__ import annotations
@@ -20,19 +20,7 @@ import torch
 from torch import nn
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
-from . import landscape
-
-
-def sweep_config(sizes) -> dict:
-    """Both batch sizes, once per seed: the trials the notebook runs side by side."""
-    return {
-        "algorithm": "grid",
-        "parameters": {
-            "batch_size": {"values": [sizes.small_batch, sizes.large_batch]},
-            "seed": {"values": list(sizes.seeds)},
-        },
-        "spec": {"metric": "test_acc", "objective": "maximize"},
-    }
+from . import arms, landscape
 
 
 def trial_for(sizes):
@@ -100,8 +88,8 @@ def fit(
 ) -> dict:
     """Train until the training loss falls below `sizes.fit_loss`, checked every few passes.
 
-    Both runs stop at the same loss, so neither is measured further down its valley than
-    the other. The optimizer (and its momentum) lives across the checks; a run that has
+    Every run stops below the same loss, so none is measured further down its valley than
+    the others. The optimizer (and its momentum) lives across the checks; a run that has
     not fit after `sizes.max_steps` updates stops there and says so in `fitted`.
     `schedule(update)` multiplies the lr, counted over the whole run (a warmup).
     """
@@ -162,38 +150,21 @@ def measure(model, prob: Problem, sizes, seed: int = 0) -> dict:
     }
 
 
-def trial_lr(sizes, batch_size: int, lr_rule: str = "own") -> tuple[float, object]:
-    """The lr of a run and its warmup: the profile's own lr for each batch, or (`"linear"`) the
-    small batch's lr scaled by the batch ratio, reached by a warmup of `warmup_updates`."""
-    if lr_rule == "own":
-        return (sizes.small_lr if batch_size == sizes.small_batch else sizes.large_lr), None
-    if lr_rule != "linear":
-        raise ValueError(f"lr_rule must be 'own' or 'linear', got {lr_rule!r}.")
-    k, steps = batch_size / sizes.small_batch, sizes.warmup_updates
-
-    def warmup(t: int) -> float:  # from the small batch's lr up to k times it, then held
-        return 1.0 if t >= steps else 1 / k + (1 - 1 / k) * t / steps
-
-    return sizes.small_lr * k, warmup
-
-
-def fit_trial(batch_size: int, seed: int = 0, sizes=None, lr_rule: str = "own") -> dict:
-    """One sweep trial: fit the training set at this batch size, then measure the solution."""
+def fit_trial(arm: str, seed: int = 0, sizes=None) -> dict:
+    """One sweep trial: fit the training set with this arm's batch, lr and warmup (`arms`),
+    then measure the solution."""
     from ..core import profiles
 
     S = sizes or profiles.current().sharp
-    if batch_size not in (S.small_batch, S.large_batch):
-        raise ValueError(
-            f"batch_size must be the small ({S.small_batch}) or large ({S.large_batch}) batch, "
-            f"got {batch_size}."
-        )
+    batch, lr, schedule = arms.batch_of(S, arm), arms.lr_of(S, arm), arms.warmup_of(S, arm)
     device = torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
     prob = problem(S).to(device)
     model = build_model(S, prob, seed).to(device)
-    lr, schedule = trial_lr(S, batch_size, lr_rule)
     torch.manual_seed(seed)
-    run = fit(model, prob, batch_size, lr, S, seed, schedule)
+    run = fit(model, prob, batch, lr, S, seed, schedule)
     return {
+        "batch_size": batch,
+        "lr": lr,
         **run,
         **measure(model, prob, S, seed),
         "weights": parameters_to_vector(model.parameters()).detach().cpu().numpy(),
@@ -201,6 +172,8 @@ def fit_trial(batch_size: int, seed: int = 0, sizes=None, lr_rule: str = "own") 
 
 
 fit_trial.metrics = [
+    "batch_size",
+    "lr",
     "test_acc",
     "test_loss",
     "train_acc",

@@ -11,9 +11,9 @@ import torch
 
 from course_utils.core import profiles
 from course_utils.sgd import sweep
+from course_utils.sharp_minima import arms, landscape, results
 from course_utils.sharp_minima import charts as plots
 from course_utils.sharp_minima import experiments as sharp_minima
-from course_utils.sharp_minima import landscape, results
 
 TINY = dataclasses.replace(
     profiles.get("cpu").sharp,
@@ -28,6 +28,7 @@ TINY = dataclasses.replace(
     check_every_steps=10,
     max_steps=3000,
     seeds=(0,),
+    slow_arm_seeds=(0,),
     ascent_steps=3,
     hessian_iters=5,
     measure_samples=128,
@@ -98,24 +99,25 @@ def test_with_weights_round_trips(prob):
     assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters(), strict=True))
 
 
-def test_trial_refuses_an_unknown_batch():
-    with pytest.raises(ValueError, match="small .16. or large .256. batch"):
-        sharp_minima.fit_trial(64, sizes=TINY)
+def test_trial_refuses_an_unknown_arm():
+    with pytest.raises(ValueError, match="arm must be one of 'small'"):
+        sharp_minima.fit_trial("medium", sizes=TINY)
 
 
 def test_sweep_trials_equal_their_serial_twins(prob):
     """Each trial fitted in a forked process ends at the same weights and measures as here."""
-    result = sweep.run(sharp_minima.sweep_config(TINY), jobs=2, trial=sharp_minima.trial_for(TINY))
-    small, large = results.by_batch(result, TINY)
-    for batch, side in ((TINY.small_batch, small), (TINY.large_batch, large)):
-        twin = sharp_minima.fit_trial(batch, seed=0, sizes=TINY)
+    config = arms.sweep_config(TINY, ("small", "large"))
+    runs = results.by_arm([sweep.run(config, jobs=2, trial=sharp_minima.trial_for(TINY))], TINY)
+    small, large = runs["small"], runs["large"]
+    for name, side in runs.items():
+        twin = sharp_minima.fit_trial(name, seed=0, sizes=TINY)
         assert side["steps"][0] == twin["steps"]
         assert (side["weights"][0] == twin["weights"]).all()
         for key in ("test_acc", "sharpness", "hessian", "train_loss"):
             assert side[key][0] == pytest.approx(twin[key], rel=1e-6), key
     assert all(small["fitted"] + large["fitted"])
     assert large["steps"][0] < small["steps"][0]
-    assert "sharpness %" in results.table(small, large, TINY)
+    assert "sharp %" in results.table(runs, TINY.momentum)
     a = sharp_minima.with_weights(sharp_minima.build_model(TINY, prob), small["weights"][0])
     b = sharp_minima.with_weights(sharp_minima.build_model(TINY, prob), large["weights"][0])
     alphas = sharp_minima.line_alphas(TINY)
@@ -129,27 +131,49 @@ def test_sweep_trials_equal_their_serial_twins(prob):
         landscape.loss_along_line(a, b, {"train": closure}, alphas)["train"], rel=1e-6
     )
     assert all(math.isfinite(v) for v in line["test_loss"])
-    fig = plots.sharpness_by_batch({"small": small, "large": large})
-    assert fig.axes[0].get_ylim()[0] == 0
+    assert plots.sharpness_by_arm({"small": small, "large": large}).axes
     assert plots.line_between_solutions(alphas, [line]).axes
 
 
 def test_a_failed_trial_is_reported():
     result = sweep.run(
-        sharp_minima.sweep_config(TINY),
+        arms.sweep_config(TINY, ("small", "large")),
         jobs=2,
         trial=sharp_minima.trial_for(dataclasses.replace(TINY, large_batch=-1)),
     )
     with pytest.raises(RuntimeError, match="failed"):
-        results.by_batch(result, TINY)
+        results.by_arm([result], TINY)
 
 
-def test_the_control_runs_at_the_small_batchs_lr_over_b_after_a_warmup():
-    lr, warmup = sharp_minima.trial_lr(TINY, TINY.large_batch, "linear")
-    assert lr == pytest.approx(TINY.small_lr * TINY.large_batch / TINY.small_batch)
-    assert warmup(0) == pytest.approx(TINY.small_batch / TINY.large_batch)
-    assert warmup(TINY.warmup_updates) == 1.0
-    assert sharp_minima.trial_lr(TINY, TINY.large_batch) == (TINY.large_lr, None)
-    control = sweep.run(results.control_config(TINY), jobs=1, trial=sharp_minima.trial_for(TINY))
-    side = results.by_seed(control, TINY, TINY.large_batch)
-    assert side["fitted"] == [True]
+def test_each_arm_runs_at_its_batch_lr_and_warmup():
+    k = TINY.large_batch / TINY.small_batch
+    assert (arms.batch_of(TINY, "small"), arms.lr_of(TINY, "small")) == (16, TINY.small_lr)
+    assert (arms.batch_of(TINY, "large"), arms.lr_of(TINY, "large")) == (256, TINY.large_lr)
+    assert arms.lr_of(TINY, "large at small lr/B") == pytest.approx(TINY.small_lr * k)
+    assert arms.lr_of(TINY, "small at large lr/B") == pytest.approx(TINY.large_lr / k)
+    for name in ("large", "small", "small at large lr/B"):
+        assert arms.warmup_of(TINY, name) is None
+    for name in ("large, warmup", "large at small lr/B"):
+        warmup = arms.warmup_of(TINY, name)
+        assert warmup(0) == pytest.approx(1 / k)
+        assert warmup(TINY.warmup_updates) == 1.0
+    assert arms.label(TINY, "large at small lr/B") == "batch 256, lr 0.8, warmup"
+    assert arms.edge_of_stability(0.1, 0.9) == pytest.approx(38.0)
+    assert arms.edge_of_stability(0.1, 0.0) == pytest.approx(20.0)
+
+
+def test_the_notebooks_two_searches_run_every_arm_and_pair_by_seed():
+    """The slow arm runs first on its own seeds; `by_arm` joins both searches, and arms are
+    compared only at the seeds both ran."""
+    sizes = dataclasses.replace(TINY, seeds=(0, 1), slow_arm_seeds=(1,))
+    slow, rest = arms.sweep_configs(sizes)
+    assert slow["parameters"] == {"arm": {"values": [arms.SLOW]}, "seed": {"values": [1]}}
+    assert set(rest["parameters"]["arm"]["values"]) == set(arms.ARMS) - {arms.SLOW}
+    assert rest["parameters"]["seed"]["values"] == [0, 1]
+    done = [sweep.run(c, jobs=2, trial=sharp_minima.trial_for(sizes)) for c in (slow, rest)]
+    runs = results.by_arm(done, sizes)
+    assert list(runs) == list(arms.ARMS)
+    assert runs[arms.SLOW]["seed"] == [1] and runs["small"]["seed"] == [0, 1]
+    assert all(all(side["fitted"]) for side in runs.values())
+    assert runs[arms.SLOW]["lr"] == [pytest.approx(sizes.large_lr / 16)]
+    assert len(results.gaps(runs["small"], runs[arms.SLOW])) == 1
