@@ -5,7 +5,7 @@ the notebook sweeps the batch under four rules (fixed, linear, linear + warmup, 
 where linear scaling stops keeping the accuracy, and tells instability from too few updates.
 """
 
-from . import charts, exercises, limits
+from . import charts, exercises, limits, verdicts
 from .charts import accuracy_vs_batch, curves_by_rule, warmup_rescue
 from .exercises import check_curve_distance, check_warmup_lr
 from .experiments import (
@@ -41,6 +41,7 @@ __all__ = [
     "sweep_config",
     "train_split",
     "trial_for",
+    "verdicts",
     "warmup_for",
     "warmup_rescue",
 ]

@@ -22,9 +22,9 @@ def _epochs(curve):
 
 
 def curves_by_rule(curves: dict, titles: dict):
-    """Training loss against epochs, one panel per lr rule, one line per batch size.
+    """Each epoch's mean mini-batch loss, one panel per lr rule, one line per batch size.
 
-    `curves` maps a rule to {batch size: per-epoch training loss}; `titles` maps the same
+    `curves` maps a rule to {batch size: per-epoch loss}; `titles` maps the same
     rules to each panel's title. Where the lines lie on top of each other, the rule works.
     """
     fig, axes = new_figure(ncols=len(curves), width=4.2, height=3.6)
@@ -42,7 +42,7 @@ def curves_by_rule(curves: dict, titles: dict):
         ax.set_yscale("log")
         ax.set_xlabel("epoch")
         ax.set_title(titles.get(rule, rule), fontsize=10)
-    axes[0].set_ylabel("training loss (cross-entropy, log)")
+    axes[0].set_ylabel("mean mini-batch loss of the epoch (log)")
     axes[-1].legend(fontsize=8)
     fig.tight_layout()
     plt.close(fig)
@@ -77,7 +77,7 @@ def warmup_rescue(scaled: dict, warmup: dict, base_curve, title: str = ""):
         )
     ax.set_yscale("log")
     ax.set_xlabel("epoch")
-    ax.set_ylabel("training loss (cross-entropy, log)")
+    ax.set_ylabel("mean mini-batch loss of the epoch (log)")
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()

@@ -133,8 +133,13 @@ def scaling_trial(
 
     `S.epochs` passes, or `updates` updates where given (the "long" control needs them);
     the warmed-up rules start at the base lr and reach theirs after `S.warmup_updates`.
+    Every update takes a full batch (`drop_last`): a last short batch at the full lr would
+    be a smaller batch than the one being compared. `train_loss` is the loss on the whole
+    training set at the end; `curve` is each epoch's mean mini-batch loss, taken while the
+    weights moved.
     """
     from ..core import data, models, profiles, training
+    from ..sgd.critical_batch import full_loss
 
     P = profiles.current()
     S = sizes or P.scaling
@@ -150,7 +155,7 @@ def scaling_trial(
     device = torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
     history = training.train(
         net,
-        training.tensor_loader(train_set, batch_size, seed=seed),
+        training.tensor_loader(train_set, batch_size, seed=seed, drop_last=True),
         epochs=None if updates else S.epochs,  # updates=0: the epoch budget
         max_steps=updates or None,
         lr=lr,
@@ -169,7 +174,7 @@ def scaling_trial(
     return {
         "test_acc": history.test_acc,
         "noise_scale": noise_scale,
-        "train_loss": (history.epoch_train_loss or history.step_loss)[-1],
+        "train_loss": full_loss(net, train_set),
         "curve": history.epoch_train_loss,
         "lr": lr,
         "steps": history.steps,

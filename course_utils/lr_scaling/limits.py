@@ -1,11 +1,11 @@
-"""Where the linear scaling rule stops, why, and the verdicts notebook 03 prints on it.
+"""Where the linear scaling rule stops, and why: the sweeps of notebook 03 read as means.
 
 `summarize` averages the sweeps over seeds; a batch "keeps" the accuracy when its mean
 test accuracy with scaled lr and warmup is at most `tolerance` below the base batch's.
 `controls` reads the runs beyond the limit with the lr capped: for the same epochs (do
 they still fall short? then too few updates) and for as many updates as the limit batch
-made (do they catch up? then no worse minimum). Each verdict compares a measurement with
-a stated threshold.
+made (do they catch up?). The verdicts on both are in `verdicts`; the charts' titles,
+computed from the result, are here.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..core.checks import verdict
 from ..sgd.finished import finished_trials
 from .experiments import RULE_LABELS, RULES, curve_distance
 
@@ -27,13 +26,15 @@ class ScalingSummary:
     tolerance: float
     per_seed: dict  # rule -> [[test accuracy per seed] per batch size]
     accuracy: dict  # rule -> [mean test accuracy per batch size]
-    final_loss: dict  # rule -> [mean final training loss per batch size; inf if any diverged]
-    curves: dict  # rule -> {batch size: mean per-epoch training loss}
+    final_loss: dict  # rule -> [mean full-data training loss at the end; inf: one diverged]
+    seed_loss: dict  # rule -> [[that loss, per seed] per batch size]
+    curves: dict  # rule -> {batch size: each epoch's mean mini-batch loss, mean over seeds}
     distance: dict  # rule -> [distance of the mean curve to the base batch's]
     steps: dict  # rule -> [updates per run, per batch size]
     kept: list[bool]  # per batch size: scaled lr + warmup within `tolerance` of the base
     limit: int | None  # the largest batch up to which `kept` holds at every size
-    noise_scale: float | None  # B_noise at the base batch's solution, mean over seeds
+    noise_scale: float | None  # B_simple at the base batch's solution, mean over seeds
+    noise_scales: list[float]  # ...and per seed (empty where it was not measured)
 
     @property
     def base_accuracy(self) -> float:
@@ -46,7 +47,7 @@ class ScalingSummary:
         return [b for b in self.batch_sizes if b > edge]
 
     def table(self) -> str:
-        """Mean test accuracy and final training loss of each rule at each batch size."""
+        """Mean test accuracy and full-data training loss at the end, per rule and batch size."""
         lines = [f"{'batch':>6} " + " ".join(f"{RULE_LABELS[r]:>22}" for r in RULES)]
         for i, b in enumerate(self.batch_sizes):
             cells = [
@@ -56,9 +57,17 @@ class ScalingSummary:
             lines.append(f"{b:6d} " + " ".join(f"{c:>22}" for c in cells))
         return "\n".join(lines)
 
+    def stalled(self, rule: str, stall_loss: float) -> list[int]:
+        """Per batch size: the seeds whose run diverged or ended above `stall_loss`."""
+        return [
+            sum(not math.isfinite(v) or v > stall_loss for v in losses)
+            for losses in self.seed_loss[rule]
+        ]
+
     def failed(self, rule: str, stall_loss: float) -> list[bool]:
-        """Per batch size: the run diverged, or stalled with its loss still above `stall_loss`."""
-        return [not math.isfinite(v) or v > stall_loss for v in self.final_loss[rule]]
+        """Per batch size: a seed's run stalled or diverged. A rule trains a batch size only
+        where it trains every seed; a mean over seeds would call 1 stall in 3 a mild loss."""
+        return [n > 0 for n in self.stalled(rule, stall_loss)]
 
 
 def summarize(base, result, base_batch: int, tolerance: float) -> ScalingSummary:
@@ -76,12 +85,13 @@ def summarize(base, result, base_batch: int, tolerance: float) -> ScalingSummary
         rules = RULES if t.params["batch_size"] == base_batch else (t.params["rule"],)
         for rule in rules:
             groups.setdefault((rule, t.params["batch_size"]), []).append(t.metrics)
-    per_seed, accuracy, final_loss, curves, steps = {}, {}, {}, {}, {}
+    per_seed, accuracy, final_loss, seed_loss, curves, steps = {}, {}, {}, {}, {}, {}
     for rule in RULES:
         runs = [groups[rule, b] for b in batches]
         per_seed[rule] = [[m["test_acc"] for m in ms] for ms in runs]
         accuracy[rule] = [_mean(accs) for accs in per_seed[rule]]
-        final_loss[rule] = [_mean([m["train_loss"] for m in ms]) for ms in runs]
+        seed_loss[rule] = [[m["train_loss"] for m in ms] for ms in runs]
+        final_loss[rule] = [_mean(losses) for losses in seed_loss[rule]]
         steps[rule] = [ms[0]["steps"] for ms in runs]
         curves[rule] = {
             b: _mean_curve([m["curve"] for m in ms]) for b, ms in zip(batches, runs, strict=True)
@@ -97,10 +107,10 @@ def summarize(base, result, base_batch: int, tolerance: float) -> ScalingSummary
         if b > base_batch:
             limit = b
     scales = [m.get("noise_scale") for m in groups["unscaled", base_batch]]
-    noise = _mean(scales) if scales and None not in scales else None
+    scales = scales if scales and None not in scales else []
     return ScalingSummary(
-        batches, base_batch, tolerance, per_seed, accuracy, final_loss, curves, distance,
-        steps, kept, limit, noise,
+        batches, base_batch, tolerance, per_seed, accuracy, final_loss, seed_loss, curves,
+        distance, steps, kept, limit, _mean(scales) if scales else None, scales,
     )  # fmt: skip
 
 
@@ -113,6 +123,7 @@ class Controls:
     updates: int  # the limit batch's updates, given to the "more updates" runs
     budget_acc: list[float]  # the epoch budget (fewer updates than the limit batch made)
     budget_loss: list[float]
+    budget_worst_loss: list[float]  # the highest over the seeds: trains only if every seed does
     budget_steps: list[int]
     long_acc: list[float]  # as many updates as the limit batch
     long_loss: list[float]
@@ -134,105 +145,10 @@ def controls(result) -> Controls:
 
     return Controls(
         batches, first["lr_cap"], updates, mean(False, "test_acc"), mean(False, "train_loss"),
+        [_worst([m["train_loss"] for m in groups[False, b]]) for b in batches],
         [groups[False, b][0]["steps"] for b in batches], mean(True, "test_acc"),
         mean(True, "train_loss"),
     )  # fmt: skip
-
-
-# --- the verdicts -------------------------------------------------------------------------
-
-
-def base_is_repeatable(summary: ScalingSummary):
-    """The tolerance must be wider than the base batch's own seed-to-seed spread."""
-    accs = summary.per_seed["unscaled"][summary.batch_sizes.index(summary.base_batch)]
-    return verdict(
-        len(accs) >= 2 and max(accs) - min(accs) < summary.tolerance,
-        "the base batch's test accuracy varies less from seed to seed than the tolerance",
-    )
-
-
-def kept_up_to(summary: ScalingSummary, at_least: int):
-    return verdict(
-        summary.limit is not None and summary.limit >= at_least * summary.base_batch,
-        f"scaled lr + warmup keeps the accuracy within the tolerance up to {at_least}x "
-        "the base batch or more",
-    )
-
-
-def breaks_beyond(summary: ScalingSummary):
-    lost = [not summary.kept[summary.batch_sizes.index(b)] for b in summary.beyond]
-    return verdict(
-        summary.limit is not None and bool(lost) and all(lost),
-        "beyond that limit it falls short by more than the tolerance at every batch size",
-    )
-
-
-def unstable_at_the_largest(summary: ScalingSummary, found: Controls, stall_loss: float):
-    """At the largest batch the scaled lr fails with warmup, and the same batch trains capped."""
-    largest = summary.batch_sizes[-1]
-    failed = summary.failed("warmup", stall_loss)[-1]
-    capped = largest in found.batch_sizes and found.budget_loss[-1] < stall_loss
-    return verdict(
-        failed and capped,
-        "at the largest batch the scaled lr fails even with warmup, and trains when capped: "
-        "the scaled lr is unstable there",
-    )
-
-
-def too_few_updates(summary: ScalingSummary, found: Controls):
-    short = [summary.base_accuracy - a > summary.tolerance for a in found.budget_acc]
-    return verdict(
-        bool(short) and all(short),
-        "capped, in the same epochs, every batch beyond the limit still falls short of the "
-        "base by more than the tolerance: too few updates",
-    )
-
-
-def equal_updates_keep(summary: ScalingSummary, found: Controls):
-    close = [summary.base_accuracy - a <= summary.tolerance for a in found.long_acc]
-    return verdict(
-        bool(close) and all(close),
-        "capped, with as many updates as the limit batch, every one comes within the "
-        "tolerance of the base: no worse minimum at equal updates",
-    )
-
-
-def linear_ahead_within_limit(summary: ScalingSummary):
-    """Within the limit linear scaling (with warmup) ends higher than sqrt(k) at every batch."""
-    edge = summary.limit or 0
-    inside = [i for i, b in enumerate(summary.batch_sizes) if summary.base_batch < b <= edge]
-    linear, root = summary.accuracy["warmup"], summary.accuracy["sqrt"]
-    return verdict(
-        bool(inside) and all(linear[i] > root[i] for i in inside),
-        "up to the limit, linear scaling ends with higher accuracy than sqrt(k)",
-    )
-
-
-def sqrt_ahead_at_the_largest(summary: ScalingSummary):
-    """At the largest batch sqrt(k) beats linear scaling by more than the tolerance."""
-    linear, root = summary.accuracy["warmup"][-1], summary.accuracy["sqrt"][-1]
-    return verdict(
-        root > linear + summary.tolerance,
-        "at the largest batch sqrt(k)'s smaller lr keeps more accuracy than linear scaling",
-    )
-
-
-def limit_near_noise_scale(summary: ScalingSummary, factor: float):
-    """B_noise (McCandlish et al.) lies between the limit and the first batch lost, give or
-    take `factor`: the batch where noise stops dominating is where scaling stops paying."""
-    noise, limit = summary.noise_scale, summary.limit
-    first_lost = summary.beyond[0] if summary.beyond else None
-    ok = (
-        noise is not None
-        and limit is not None
-        and first_lost is not None
-        and limit / factor <= noise <= factor * first_lost
-    )
-    return verdict(
-        ok,
-        f"the noise scale B_noise lies within {factor:g}x of where linear scaling stops "
-        "(between the limit and the first batch it loses)",
-    )
 
 
 # --- titles computed from the result ------------------------------------------------------
@@ -248,11 +164,15 @@ def curve_titles(summary: ScalingSummary, stall_loss: float) -> dict:
         summary.distance["scaled"][i] < summary.distance["unscaled"][i] / 3 for i in trained
     )
     scaled = "lr scaled: the curves " + ("coincide" if close else "do not coincide")
+    stalled = summary.stalled("scaled", stall_loss)
     broken = [
-        f"{b} {'diverges' if not math.isfinite(v) else 'stalls'}"
-        for b, v, f in zip(summary.batch_sizes, summary.final_loss["scaled"], failed, strict=True)
-        if f
-    ]
+        f"{b} {'diverges' if not math.isfinite(v) else 'stalls'} in {n} of {len(losses)} seeds"
+        for b, v, n, losses in zip(
+            summary.batch_sizes, summary.final_loss["scaled"], stalled,
+            summary.seed_loss["scaled"], strict=True,
+        )
+        if n
+    ]  # fmt: skip
     if broken:
         scaled += ", until batch " + ", ".join(broken)
     return {
@@ -267,8 +187,19 @@ def rescue_title(rescued: list[int], failing: list[int]) -> str:
     if not rescued:
         return "warmup rescues none of the stalled large-batch runs"
     lost = [b for b in failing if b not in rescued]
-    tail = f"; at {lost} it fails too" if lost else ""
-    return f"warmup lets batch {rescued} train again{tail}"
+    tail = f"; at {batch_list(lost)} it fails too" if lost else ""
+    return (
+        f"warmup lets {'batch' if len(rescued) == 1 else 'batches'} {batch_list(rescued)} "
+        f"train again{tail}"
+    )
+
+
+def batch_list(batches) -> str:
+    """Batch sizes as a reader writes them: '1024', '1024 and 2048', '8, 32 and 128'."""
+    names = [str(b) for b in batches]
+    if len(names) < 2:
+        return "".join(names) or "none"
+    return ", ".join(names[:-1]) + " and " + names[-1]
 
 
 def limit_title(summary: ScalingSummary) -> str:
@@ -285,6 +216,10 @@ def _mean(values: list[float]) -> float:
     if any(not math.isfinite(v) for v in values):
         return math.inf
     return sum(values) / len(values)
+
+
+def _worst(losses: list[float]) -> float:
+    return math.inf if any(not math.isfinite(v) for v in losses) else max(losses)
 
 
 def _mean_curve(curves: list[list[float]]) -> list[float]:

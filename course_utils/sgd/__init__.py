@@ -6,7 +6,7 @@ run several at a time from a Comet-style JSON config (`sweep`), which chapters 2
 reuse for their own sweeps.
 """
 
-from . import charts, critical_batch, exercises, search_speed, trajectory
+from . import charts, critical_batch, epoch_time, exercises, search_speed, trajectory
 from .charts import (
     gd_sgd_minibatch,
     noise_vs_batch,
@@ -26,6 +26,7 @@ __all__ = [
     "read_config",
     "charts",
     "critical_batch",
+    "epoch_time",
     "check_sgd_epoch",
     "check_sweep_config",
     "check_updates_per_epoch",

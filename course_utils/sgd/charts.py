@@ -148,8 +148,9 @@ def sweep_timeline(results: dict):
 
 
 def steps_to_target(found, noise_scale: float, target: float):
-    """Updates to reach `target` against the batch size (log-log): measured, perfect scaling
-    through the smallest batch, McCandlish's fitted S_min (1 + B_crit/B), and B_noise."""
+    """Updates to reach `target` against the batch size (log-log): measured (the seeds' mean),
+    perfect scaling through the smallest batch, McCandlish's fitted S_min (1 + B_crit/B), and
+    B_simple, the noise scale measured at one point."""
     import numpy as np
 
     fig, (ax,) = new_figure(width=6.4, height=3.8)
@@ -158,22 +159,44 @@ def steps_to_target(found, noise_scale: float, target: float):
     ax.plot(grid, found.steps[0] * b[0] / grid, ":", color=PALETTE[7], label="perfect scaling")
     ax.plot(grid, [found.predicted(x) for x in grid], "-", color=PALETTE[1], lw=1.5,
             label=f"fit S_min (1 + B_crit/B), B_crit = {found.b_crit:.0f}")  # fmt: skip
-    ax.plot(b, found.steps, "o", color=PALETTE[0], ms=7, label="measured (best lr)")
-    ax.axvline(noise_scale, color=PALETTE[3], ls="--", lw=1.2, label=f"B_noise = {noise_scale:.0f}")
+    seeds = len(found.b_crit_by_seed)
+    ax.plot(
+        b,
+        found.steps,
+        "o",
+        color=PALETTE[0],
+        ms=7,
+        label=f"measured (fastest lr), {seeds} seeds' mean",
+    )
+    ax.axvline(
+        noise_scale, color=PALETTE[3], ls="--", lw=1.2, label=f"B_simple = {noise_scale:.0f}"
+    )
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xticks(list(found.batch_sizes), [str(x) for x in found.batch_sizes])
     ax.set_xlabel("batch size (log)")
     ax.set_ylabel(f"updates to training loss {target:g} (log)")
-    ax.set_title(
-        f"steps fall as 1/B below about batch {found.b_crit:.0f}, then level off at "
-        f"{found.s_min:.0f}",
-        fontsize=10,
-    )
+    ax.set_title(steps_title(found), fontsize=10)
     ax.legend(fontsize=8)
     fig.tight_layout()
     plt.close(fig)
     return fig
+
+
+def steps_title(found) -> str:
+    """What the fit says, as the fit: its bend, and the floor it approaches far beyond it; or
+    that the measured batches show no bend."""
+    import math
+
+    bend, largest = found.b_crit, max(found.batch_sizes)
+    if not math.isfinite(bend) or bend > largest or found.s_min <= 0:
+        return f"steps fall as 1/B up to batch {largest}: no bend within the batches measured"
+    if bend < min(found.batch_sizes):
+        return "steps barely fall with the batch: the bend lies below the batches measured"
+    return (
+        f"fitted: steps fall as 1/B well below batch {bend:.0f} and approach "
+        f"{found.s_min:.0f} far above it"
+    )
 
 
 def _number(v) -> bool:

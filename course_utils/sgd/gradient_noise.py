@@ -126,3 +126,34 @@ def _measure(model, dataset, batch_sizes, draws, seed, loss_fn) -> GradientNoise
         draws=draws,
         full_gradient_norm_sq=float(full.pow(2).sum()),
     )
+
+
+def at_minibatch_run(profile, device=None) -> float:
+    """B_simple where notebook 01 measures it: after that notebook's mini-batch run (batch
+    `minibatch_size`, `minibatch_epochs` passes at `compare_lr`, seed 0, on its
+    `compare_samples`), recomputed so that notebook 03 can print it beside its own.
+
+    Notebook 01 also evaluates the loss along that run; evaluating draws no random numbers
+    and moves no weight, so these are the weights it measures at.
+    """
+    from torch.utils.data import Subset
+
+    from ..core import data, models, training
+
+    S = profile.sgd
+    ds = data.load(profile.dataset)
+    train_set, _ = data.train_val_split(ds.train, S.val_fraction, seed=0)
+    if S.compare_samples:
+        train_set = Subset(train_set, range(S.compare_samples))
+    compare = as_tensors(train_set)
+    net = models.build(profile.model, ds.input_shape, ds.num_classes, S.hidden, seed=0)
+    training.train(
+        net,
+        training.tensor_loader(compare, S.minibatch_size, seed=0),
+        epochs=S.minibatch_epochs,
+        lr=S.compare_lr,
+        threads=S.threads,
+        device=device,
+        seed=0,
+    )
+    return noise_scale(net, compare, threads=S.threads)

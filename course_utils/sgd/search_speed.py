@@ -22,11 +22,11 @@ def ideal_speedup(trial_seconds: list[float], jobs: int, cores: int | None = Non
 def near_ideal(
     speedup: float, ideal: float, share: float = 0.75, machine: MachineShare | None = None
 ):
-    """The measured speedup reaches `share` of the ideal (and beats running one by one);
+    """The measured speedup reaches `share` of the ideal speedup (and beats running one by one);
     not judged when other programs took the cores the searches ran on (`machine`)."""
     return verdict(
         speedup > 1 and speedup >= share * ideal,
-        f"the parallel search finished at least {share:.0%} as much sooner as its trials' "
-        "times allow",
+        f"the parallel search's speedup is at least {share:.0%} of the ideal its trials' times "
+        "allow",
         machine,
     )

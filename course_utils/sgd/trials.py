@@ -23,7 +23,8 @@ def train_trial(
     """Train the profile's model on its dataset once; what a default sweep trial runs.
 
     Anything left out comes from the profile's `sgd` sizes, so a config names only what
-    it searches over.
+    it searches over. Every update takes a full batch (`drop_last`): a sweep compares batch
+    sizes, and a last short batch would be a smaller one.
     """
     from ..core import data, models, profiles, training
     from ..ranks.bootstrap import device
@@ -42,7 +43,9 @@ def train_trial(
     dev = torch.device("cuda", 0) if torch.cuda.is_available() else device()
     history = training.train(
         net,
-        training.tensor_loader(train_set, _given(batch_size, S.batch_sizes[0]), seed=seed),
+        training.tensor_loader(
+            train_set, _given(batch_size, S.batch_sizes[0]), seed=seed, drop_last=True
+        ),
         epochs=_given(epochs, S.epochs),
         lr=_given(lr, S.lr),
         optimizer=optimizer or S.optimizer,

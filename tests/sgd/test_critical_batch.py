@@ -10,14 +10,15 @@ import pytest
 import torch
 
 from course_utils.core import profiles
-from course_utils.sgd import critical_batch, gradient_noise, sweep
+from course_utils.sgd import charts, critical_batch, gradient_noise, sweep
 
 BATCHES = [8, 32, 128, 512, 2048]
 
 
-def found(steps):
+def found(steps, by_seed=(500.0, 520.0)):
     s_min, b_crit = critical_batch.fit_steps(BATCHES, steps)
-    return critical_batch.StepsToTarget(BATCHES, steps, [0.1] * len(steps), s_min, b_crit)
+    lrs = [[0.1] for _ in steps]
+    return critical_batch.StepsToTarget(BATCHES, steps, lrs, s_min, b_crit, list(by_seed))
 
 
 def test_the_fit_recovers_s_min_and_b_crit():
@@ -27,15 +28,33 @@ def test_the_fit_recovers_s_min_and_b_crit():
     assert math.isnan(critical_batch.fit_steps([8, 32], [100, math.inf])[0])
 
 
+def test_no_one_batch_size_decides_the_fit():
+    """A 20% error at batch 8 (thousands of steps) moves B_crit by ~11%; unweighted least
+    squares of the steps moved it to over 11000."""
+    steps = [50 * (1 + 500 / b) for b in BATCHES]
+    steps[0] *= 1.2
+    assert critical_batch.fit_steps(BATCHES, steps)[1] == pytest.approx(500, rel=0.15)
+
+
+def test_the_cap_moves_every_lr_down_together_and_none_repeats():
+    sizes = profiles.get("cpu").sgd
+    assert critical_batch.trial_lrs(sizes, 8) == pytest.approx([0.005, 0.01, 0.02])
+    top = critical_batch.trial_lrs(sizes, 2048)  # asked 1.28, 2.56, 5.12: above the cap
+    assert len(top) == len(sizes.critical_lr_factors) and max(top) == sizes.critical_lr_cap
+    assert critical_batch.capped_batches(sizes) == [2048]
+    pairs = critical_batch.config(sizes)["parameters"]["batch_and_lr"]["values"]
+    assert len({tuple(p) for p in pairs}) == len(pairs) == 3 * len(sizes.critical_batch_sizes)
+
+
 def test_regimes_pass_on_mccandlish_curve_and_fail_without_a_bend():
     bent = found([50 * (1 + 500 / b) for b in BATCHES])
     assert critical_batch.scaling_regimes(bent).ok
-    assert critical_batch.bend_near_noise_scale(bent, 600, 3).ok
+    assert critical_batch.bend_near_noise_scale(bent, 600, 1.5).ok
     perfect = found([20000 / b for b in BATCHES])  # never levels off
     assert not critical_batch.scaling_regimes(perfect).ok
-    assert not critical_batch.bend_near_noise_scale(perfect, 600, 3).ok  # B_crit is infinite
+    assert not critical_batch.bend_near_noise_scale(perfect, 600, 1.5).ok  # B_crit is infinite
     flat = found([100.0] * len(BATCHES))  # never scaled at all: B_crit is 0
-    assert not critical_batch.bend_near_noise_scale(flat, 600, 3).ok
+    assert not critical_batch.bend_near_noise_scale(flat, 600, 1.5).ok
 
 
 def test_no_perfect_scaling_at_the_small_end_prints_a_cross(capsys):
@@ -43,10 +62,34 @@ def test_no_perfect_scaling_at_the_small_end_prints_a_cross(capsys):
     assert capsys.readouterr().out.startswith("✗ at the smallest batches")
 
 
+def test_a_bend_far_out_is_not_diminishing_returns(capsys):
+    late = found([50 * (1 + 1500 / b) for b in BATCHES])  # saves 80% of the ideal at the end
+    assert not critical_batch.scaling_regimes(late).ok
+    assert "✗ at the largest batches it saves under 65% of it" in capsys.readouterr().out
+
+
 def test_bend_far_from_the_noise_scale_fails():
     bent = found([50 * (1 + 500 / b) for b in BATCHES])
-    assert not critical_batch.bend_near_noise_scale(bent, 50, 3).ok
-    assert not critical_batch.bend_near_noise_scale(bent, 5000, 3).ok
+    assert not critical_batch.bend_near_noise_scale(bent, 300, 1.5).ok
+    assert not critical_batch.bend_near_noise_scale(bent, 800, 1.5).ok
+
+
+def test_seeds_that_disagree_beyond_the_window_print_a_cross(capsys):
+    steps = [50 * (1 + 500 / b) for b in BATCHES]
+    assert critical_batch.seeds_agree(found(steps, (474.0, 659.0)), 1.5).ok
+    assert not critical_batch.seeds_agree(found(steps, (300.0, 700.0)), 1.5).ok
+    assert not critical_batch.seeds_agree(found(steps, (500.0, math.inf)), 1.5).ok
+    assert capsys.readouterr().out.splitlines()[-1].startswith("✗ the seeds' fitted B_crit")
+
+
+def test_the_chart_title_reads_the_fit():
+    bent = found([50 * (1 + 500 / b) for b in BATCHES])
+    assert charts.steps_title(bent) == (
+        "fitted: steps fall as 1/B well below batch 500 and approach 50 far above it"
+    )
+    assert "no bend within" in charts.steps_title(found([20000 / b for b in BATCHES]))
+    assert "barely fall" in charts.steps_title(found([100.0] * len(BATCHES)))
+    assert charts.steps_to_target(bent, 600, 1.0).axes[0].get_title() == charts.steps_title(bent)
 
 
 def test_noise_scale_is_trace_over_squared_gradient():
@@ -60,6 +103,15 @@ def test_noise_scale_is_trace_over_squared_gradient():
     assert gradient_noise.noise_scale(model, same) == pytest.approx(0, abs=1e-4)  # no noise
 
 
+def test_full_loss_is_the_mean_over_every_sample():
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 3)
+    x, y = torch.randn(50, 4), torch.randint(0, 3, (50,))
+    data = torch.utils.data.TensorDataset(x, y)
+    expected = float(torch.nn.functional.cross_entropy(model(x), y).detach())
+    assert critical_batch.full_loss(model, data, chunk=16) == pytest.approx(expected)
+
+
 def test_a_tiny_sweep_finds_steps_per_batch():
     sizes = dataclasses.replace(
         profiles.get("cpu").sgd,
@@ -67,9 +119,37 @@ def test_a_tiny_sweep_finds_steps_per_batch():
         critical_batch_sizes=(64, 256),
         critical_lr_factors=(1.0,),
         critical_target=2.2,
-        critical_max_steps=200,
+        critical_max_samples=200 * 256,
+        critical_seeds=(0,),
     )
     result = sweep.run(critical_batch.config(sizes), jobs=2, trial=critical_batch.trial_for(sizes))
     got = critical_batch.best_steps(result)
     assert got.batch_sizes == [64, 256] and all(math.isfinite(s) for s in got.steps)
-    assert got.lrs == [sizes.critical_base_lr, sizes.critical_base_lr * 4]  # scaled from 64
+    assert got.lrs == [[sizes.critical_base_lr], [sizes.critical_base_lr * 4]]  # scaled from 64
+    assert len(got.b_crit_by_seed) == 1
+
+
+def test_notebook_01s_noise_scale_is_recomputed_at_its_weights():
+    """Notebook 01 evaluates the loss along its mini-batch run; `at_minibatch_run` trains
+    without evaluating. Evaluating moves no weight, so both measure at the same point."""
+    from course_utils.core import data, models, training
+
+    P = profiles.get("cpu")
+    S = dataclasses.replace(P.sgd, compare_samples=256, minibatch_epochs=1, hidden=16)
+    P = dataclasses.replace(P, sgd=S)
+    ds = data.load(P.dataset)
+    train_set, _ = data.train_val_split(ds.train, S.val_fraction, seed=0)
+    compare = training.as_tensors(torch.utils.data.Subset(train_set, range(S.compare_samples)))
+    net = models.build(P.model, ds.input_shape, ds.num_classes, S.hidden, seed=0)
+    training.train(  # as notebook 01's `run` does it
+        net,
+        training.tensor_loader(compare, S.minibatch_size, seed=0),
+        epochs=S.minibatch_epochs,
+        lr=S.compare_lr,
+        eval_loader=training.tensor_loader(compare, 4096, shuffle=False),
+        eval_every=2,
+        threads=S.threads,
+        seed=0,
+    )
+    measured = gradient_noise.measure(net, compare, (1, 4), draws=2).noise_scale
+    assert gradient_noise.at_minibatch_run(P) == pytest.approx(measured, rel=1e-6)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 
 from course_utils.core.machine import MachineShare
@@ -17,12 +18,20 @@ def test_mean_rise_counts_only_rises():
 
 
 def test_path_noise_verdict_fails_when_the_paths_are_alike():
-    names = ("gd", "sgd", "mb")
-    assert trajectory.noisier_with_smaller_batches({"gd": 0, "sgd": 0.05, "mb": 0.001}, *names).ok
-    alike = {"gd": 0.0, "sgd": 0.002, "mb": 0.001}  # batch 1 barely noisier than mini-batch
-    assert not trajectory.noisier_with_smaller_batches(alike, *names).ok
-    smooth = {"gd": 0.0, "sgd": 0.05, "mb": 0.0}  # mini-batch as smooth as GD
-    assert not trajectory.noisier_with_smaller_batches(smooth, *names).ok
+    assert trajectory.noisier_with_smaller_batches({"sgd": 0.05, "mb": 0.001}, "sgd", "mb").ok
+    alike = {"sgd": 0.002, "mb": 0.001}  # batch 1 barely noisier than mini-batch
+    assert not trajectory.noisier_with_smaller_batches(alike, "sgd", "mb").ok
+
+
+def test_exact_steps_verdict_has_a_bound_that_can_fail_both_ways(capsys):
+    names = ("gd", "mb")
+    assert trajectory.exact_steps_barely_rise({"gd": 0.0, "mb": 0.0015}, *names).ok
+    assert trajectory.exact_steps_barely_rise({"gd": 3e-8, "mb": 0.0015}, *names).ok  # rounding
+    rising = {"gd": 2e-4, "mb": 0.0015}  # GD's steps raise the loss: the lr is unstable
+    assert not trajectory.exact_steps_barely_rise(rising, *names).ok
+    smooth = {"gd": 0.0, "mb": 2e-4}  # mini-batch nearly as smooth as GD
+    assert not trajectory.exact_steps_barely_rise(smooth, *names).ok
+    assert capsys.readouterr().out.splitlines()[-1].startswith("✗ GD's exact steps")
 
 
 def test_race_verdict_fails_when_another_method_wins():
@@ -56,7 +65,10 @@ def test_ideal_speedup_is_bounded_by_lanes_and_the_longest_trial():
     assert search_speed.ideal_speedup([1.0] * 4, jobs=1, cores=8) == 1.0
 
 
-def test_near_ideal_fails_for_a_barely_faster_search():
+def test_near_ideal_fails_for_a_barely_faster_search(capsys):
+    assert search_speed.near_ideal(1.2, 2.0, 0.6).ok  # 60% of the ideal 2x is 1.2x
+    assert not search_speed.near_ideal(1.19, 2.0, 0.6).ok
+    assert "speedup is at least 60% of the ideal" in capsys.readouterr().out
     assert search_speed.near_ideal(1.9, 2.0, 0.75).ok
     assert not search_speed.near_ideal(1.1, 2.0, 0.75).ok  # sooner, but far from the ideal
     assert not search_speed.near_ideal(0.9, 1.0, 0.75).ok  # slower than one by one
@@ -76,3 +88,23 @@ def test_report_panel_titles_follow_the_data():
     assert [ax.get_title() for ax in fig.axes][0] == "larger batches finish an epoch faster"
     fig = charts.runtime_and_accuracy([8, 32], [0.1, 0.3], [0.6, 0.7], lr=0.01)
     assert [ax.get_title() for ax in fig.axes] == ["time per epoch", "test accuracy, lr of 0.01"]
+
+
+def test_epoch_time_verdicts_name_their_thresholds_and_fail_below_them(capsys):
+    from course_utils.sgd import epoch_time
+
+    alone = {8: 0.6, 32: 0.2, 128: 0.06, 512: 0.03}
+    side = {8: 0.58, 32: 0.25, 128: 0.11, 512: 0.08}
+    assert epoch_time.ratio(alone) == pytest.approx(20) and epoch_time.ratio(side) == pytest.approx(
+        7.25
+    )
+    assert epoch_time.stretch(alone, side)[512] > epoch_time.stretch(alone, side)[8]
+    assert epoch_time.slower_alone(20.0).ok and epoch_time.slower_side_by_side(7.25, 4).ok
+    assert not epoch_time.slower_alone(3.9).ok  # the effect absent: barely slower
+    assert not epoch_time.slower_side_by_side(2.9, 4).ok
+    out = capsys.readouterr().out.splitlines()
+    assert (
+        out[-2]
+        == "✗ timed alone, the smallest batch takes over 4x as long per epoch as the largest"
+    )
+    assert "with 4 trials at a time" in out[-1] and "over 3x" in out[-1]
