@@ -24,6 +24,7 @@ import torch.distributed as dist
 from ..core.errors import LaunchTimeout
 from ..core.training import train
 from ..ranks.launch import launch
+from ..ranks.rank_output import quiet_stderr
 from .resume import RunConfig, build, replica
 
 _BARRIER = re.compile(r"[Rr]anks? ([\d, ]+) failed to pass monitoredBarrier")
@@ -37,8 +38,9 @@ def stuck_reading_a_shard(seconds: float) -> None:
 def _hanging_worker(hang_rank: int, barrier_timeout: float, hang_seconds: float, out: str):
     if dist.get_rank() == hang_rank:
         stuck_reading_a_shard(hang_seconds)
-    try:
-        dist.monitored_barrier(timeout=timedelta(seconds=barrier_timeout))
+    try:  # gloo also logs the failure in red on stderr: the exception says it once, plainly
+        with quiet_stderr():
+            dist.monitored_barrier(timeout=timedelta(seconds=barrier_timeout))
         message = ""
     except RuntimeError as exc:
         message = str(exc).splitlines()[0]

@@ -101,7 +101,31 @@ def sweep_config(sizes, names=tuple(ARMS), seeds=None) -> dict:
 
 
 def sweep_configs(sizes) -> list[dict]:
-    """The notebook's two searches: first the slow arm, on `sizes.slow_arm_seeds` (one
-    trial per lane, so both lanes finish together), then every other arm on every seed."""
-    rest = tuple(name for name in ARMS if name != SLOW)
-    return [sweep_config(sizes, (SLOW,), sizes.slow_arm_seeds), sweep_config(sizes, rest)]
+    """The notebook's one search: every arm on every seed, but the slow arm only on
+    `sizes.slow_arm_seeds` and listed first, so that it starts at once and the other arms'
+    trials share the other lane meanwhile (two searches, the slow one first, left a lane
+    idle for half a minute). Each trial is one `run` (`run_name`)."""
+    rest = [name for name in ARMS if name != SLOW]
+    runs = [run_name(SLOW, seed) for seed in sizes.slow_arm_seeds]
+    runs += [run_name(name, seed) for name in rest for seed in sizes.seeds]
+    return [
+        {
+            "algorithm": "grid",
+            "parameters": {"run": {"values": runs}},
+            "spec": {"metric": "test_acc", "objective": "maximize"},
+        }
+    ]
+
+
+def run_name(name: str, seed: int) -> str:
+    """One trial of one arm, as the search lists it: 'large at small lr/B, seed 2'."""
+    arm(name)
+    return f"{name}, seed {seed}"
+
+
+def arm_and_seed(params: dict) -> tuple[str, int]:
+    """A trial's arm and seed, from its `run` or from `arm` and `seed` (`sweep_config`)."""
+    if "run" in params:
+        name, _, seed = params["run"].rpartition(", seed ")
+        return name, int(seed)
+    return params["arm"], params["seed"]

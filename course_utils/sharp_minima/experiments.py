@@ -24,8 +24,16 @@ from . import arms, landscape
 
 
 def trial_for(sizes):
-    """`fit_trial` with these sizes bound, ready for `sweep.run(config, trial=...)`."""
-    return functools.partial(fit_trial, sizes=sizes)
+    """`fit_run` with these sizes bound, ready for `sweep.run(config, trial=...)`."""
+    return functools.partial(fit_run, sizes=sizes)
+
+
+def fit_run(run: str | None = None, arm: str | None = None, seed: int = 0, sizes=None) -> dict:
+    """`fit_trial` for a trial named by its `run` (`arms.sweep_configs`) or by `arm` and
+    `seed` (`arms.sweep_config`)."""
+    params = {"run": run} if run is not None else {"arm": arm, "seed": seed}
+    name, seed = arms.arm_and_seed(params)
+    return fit_trial(name, seed, sizes)
 
 
 @dataclass

@@ -8,7 +8,7 @@ one of them ran on fewer seeds.
 from __future__ import annotations
 
 from ..sgd.finished import finished_trials
-from .arms import ARMS, edge_of_stability
+from .arms import ARMS, arm_and_seed, edge_of_stability
 
 
 def by_arm(results, sizes) -> dict:
@@ -17,7 +17,9 @@ def by_arm(results, sizes) -> dict:
     trials = [t for result in results for t in finished_trials(result)]
     runs = {}
     for name in ARMS:
-        mine = {t.params["seed"]: t.metrics for t in trials if t.params["arm"] == name}
+        mine = {
+            seed: t.metrics for t in trials for arm, seed in [arm_and_seed(t.params)] if arm == name
+        }
         seeds = [seed for seed in sizes.seeds if seed in mine]
         if seeds:
             metrics = [mine[seed] for seed in seeds]

@@ -162,15 +162,17 @@ def test_each_arm_runs_at_its_batch_lr_and_warmup():
     assert arms.edge_of_stability(0.1, 0.0) == pytest.approx(20.0)
 
 
-def test_the_notebooks_two_searches_run_every_arm_and_pair_by_seed():
-    """The slow arm runs first on its own seeds; `by_arm` joins both searches, and arms are
-    compared only at the seeds both ran."""
+def test_the_notebooks_search_runs_the_slow_arm_first_and_pairs_by_seed():
+    """One search: the slow arm on its own seeds, listed first so that it starts at once;
+    `by_arm` reads each trial's run, and arms are compared only at the seeds both ran."""
     sizes = dataclasses.replace(TINY, seeds=(0, 1), slow_arm_seeds=(1,))
-    slow, rest = arms.sweep_configs(sizes)
-    assert slow["parameters"] == {"arm": {"values": [arms.SLOW]}, "seed": {"values": [1]}}
-    assert set(rest["parameters"]["arm"]["values"]) == set(arms.ARMS) - {arms.SLOW}
-    assert rest["parameters"]["seed"]["values"] == [0, 1]
-    done = [sweep.run(c, jobs=2, trial=sharp_minima.trial_for(sizes)) for c in (slow, rest)]
+    (config,) = arms.sweep_configs(sizes)
+    listed = config["parameters"]["run"]["values"]
+    assert listed[0] == arms.run_name(arms.SLOW, 1) and len(listed) == 1 + 2 * (len(arms.ARMS) - 1)
+    assert arms.arm_and_seed({"run": listed[0]}) == (arms.SLOW, 1)
+    with pytest.raises(ValueError, match="arm"):
+        arms.run_name("medium", 0)
+    done = [sweep.run(config, jobs=2, trial=sharp_minima.trial_for(sizes))]
     runs = results.by_arm(done, sizes)
     assert list(runs) == list(arms.ARMS)
     assert runs[arms.SLOW]["seed"] == [1] and runs["small"]["seed"] == [0, 1]
