@@ -52,6 +52,15 @@ class Profile:
     memory: MemorySizes = field(default_factory=MemorySizes)
     failures: FailuresSizes = field(default_factory=FailuresSizes)
 
+    @property
+    def device(self) -> str:
+        """Where a notebook's own (not a rank's) work runs: 'cuda' for the profile that runs
+        over NCCL, which `get` only hands out where NVML counted GPUs, else 'cpu'. Asking
+        `torch.cuda.is_available()` instead would start CUDA's driver in the kernel without
+        torch knowing, and the sweeps' forked trials would then fail at their first CUDA
+        call."""
+        return "cuda" if self.backend == "nccl" else "cpu"
+
 
 PROFILES = {
     "cpu": Profile(

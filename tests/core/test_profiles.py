@@ -48,3 +48,16 @@ def test_cpu_profile_runs_everything_on_gloo_with_generated_data():
     p = profiles.get("cpu")
     assert (p.backend, p.dataset) == ("gloo", "mnist1d")
     assert p.world_size >= 2
+
+
+def test_a_notebooks_own_device_comes_from_the_profile_not_from_cuda(monkeypatch):
+    """Asking torch.cuda.is_available() in the kernel starts CUDA's driver behind torch's
+    back; the profile knows already (the gpu one exists only where NVML counted GPUs)."""
+    import torch
+
+    asked = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: asked.append(1) or True)
+    _gpus(monkeypatch, 2)
+    assert profiles.get("cpu").device == "cpu"
+    assert profiles.get("gpu").device == "cuda"
+    assert asked == []
