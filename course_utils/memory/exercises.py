@@ -30,9 +30,8 @@ LR = 0.1
 
 
 def _grad(rank: int, step: int, numel: int) -> torch.Tensor:
-    return torch.randn(
-        numel, generator=torch.Generator().manual_seed(1000 * rank + 10 * step + numel)
-    )  # cpu: seeded; a rank moves it to its device
+    seeded = torch.Generator().manual_seed(1000 * rank + 10 * step + numel)
+    return torch.randn(numel, generator=seeded)  # cpu: seeded; a rank moves it to its device
 
 
 def _start(numel: int) -> torch.Tensor:

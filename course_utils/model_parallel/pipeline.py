@@ -249,9 +249,9 @@ def run_pipeline(
     if x is None:
         gen = torch.Generator().manual_seed(seed)
         first = next(model.parameters()).shape[1]
-        x = torch.randn(microbatches * micro_batch_size, first, generator=gen)
+        x = torch.randn(microbatches * micro_batch_size, first, generator=gen)  # cpu: sent to ranks
         classes = list(model.parameters())[-1].shape[0]
-        y = torch.randint(0, classes, (len(x),), generator=gen)
+        y = torch.randint(0, classes, (len(x),), generator=gen)  # cpu: sent to ranks
     if len(x) % microbatches:
         raise ValueError(
             f"a batch of {len(x)} samples does not cut into {microbatches} equal micro-batches; "

@@ -204,9 +204,9 @@ def compare_with_unsplit(widths, batch: int, style: str = "column_row", seed: in
     full = mlp(widths, seed=seed).to(dev)
     split = parallelize(full, style)
     gen = torch.Generator().manual_seed(seed + 1)
-    x_full = torch.randn(batch, widths[0], generator=gen).to(dev).requires_grad_()
+    x_full = torch.randn(batch, widths[0], generator=gen).to(dev).requires_grad_()  # cpu: seeded
     x = x_full.detach().clone().requires_grad_()
-    target = torch.randint(0, widths[-1], (batch,), generator=gen).to(dev)
+    target = torch.randint(0, widths[-1], (batch,), generator=gen).to(dev)  # cpu: seeded
     y_full = full(x_full)
     F.cross_entropy(y_full, target).backward()
     with count_communication() as transfers:

@@ -142,8 +142,9 @@ def _terms_on_rank(nbytes: tuple, repeats: int) -> dict:
     times = torch.zeros(3, len(nbytes), dtype=torch.float64, device=device())
     if dist.get_rank() < 2:
         for row, both_ways in enumerate((False, True)):
-            times[row] = torch.tensor([_fastest(n, repeats, both_ways, pair) for n in nbytes])
-        times[2] = torch.tensor([_fastest_add(n, repeats) for n in nbytes])
+            fastest = [_fastest(n, repeats, both_ways, pair) for n in nbytes]
+            times[row] = torch.tensor(fastest, device=times.device)
+        times[2] = torch.tensor([_fastest_add(n, repeats) for n in nbytes], device=times.device)
     dist.broadcast(times, 0)
     return dict(zip(("one_way", "both_ways", "add"), times.tolist(), strict=True))
 

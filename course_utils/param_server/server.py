@@ -149,12 +149,13 @@ def _work(cfg, params, shards, train, input_shape, num_classes) -> dict:
         _pause(cfg.delay_of(worker))
         for s in sorted(active):
             a, b = shards[s]
-            message = torch.cat([torch.tensor([GRADIENT, versions[s]]), grad[a:b]])
+            header = torch.tensor([GRADIENT, versions[s]], device=grad.device)
+            message = torch.cat([header, grad[a:b]])
             links.send(message, s)
             moved += message.numel() * message.element_size()
         for s in sorted(active):
             a, b = shards[s]
-            reply = torch.empty(HEADER + b - a)
+            reply = torch.empty(HEADER + b - a, device=params.device)
             links.recv(reply, s)
             moved += reply.numel() * reply.element_size()
             if reply[0] == STOP:
@@ -165,7 +166,9 @@ def _work(cfg, params, shards, train, input_shape, num_classes) -> dict:
         pushed += 1
     for s in range(cfg.servers):
         a, b = shards[s]
-        links.send(torch.cat([torch.tensor([BYE, 0.0]), torch.zeros(b - a)]), s)
+        goodbye = torch.zeros(HEADER + b - a, device=params.device)
+        goodbye[0] = BYE
+        links.send(goodbye, s)
     return {"worker": worker, "gradients": pushed, "losses": losses, "bytes": moved}
 
 
@@ -181,7 +184,7 @@ def _serve(cfg: ServerConfig, params: torch.Tensor, shard: tuple[int, int]) -> S
     version = 0
 
     def reply(rank: int, kind: float) -> None:
-        message = torch.cat([torch.tensor([kind, float(version)]), mine])
+        message = torch.cat([torch.tensor([kind, float(version)], device=mine.device), mine])
         try:
             links.send(message, rank)
             log.bytes_sent += message.numel() * message.element_size()
