@@ -52,8 +52,20 @@ def test_busbw_sweep_gives_algbw_and_busbw_per_size(monkeypatch):
     assert [(r["algorithm"], r["bytes"]) for r in out["rows"]] == [
         (a, n) for a in ("ring", "builtin") for n in (1 << 12, 1 << 16)
     ]
-    for row in out["rows"]:  # nccl-tests: busbw = algbw * 2(N-1)/N
+    assert all(r["seconds"] > 0 for r in out["rows"])  # measured: their values are a bench's
+
+    def fake_clock(world, sizes, repeats, algorithms, link=None, every_repeat=False):
+        return {a: [[1e-3 * (i + 1)] * repeats for i, _ in enumerate(sizes)] for a in algorithms}
+
+    from course_utils.allreduce import runs
+
+    measured = runs.time_allreduce
+    monkeypatch.setattr(runs, "time_allreduce", fake_clock)
+    faked = bench.run(_args("--busbw", "--link", "real", "--world-size", "3", "--repeats", "2"))
+    assert [r["seconds"] for r in faked["rows"]] == [1e-3, 2e-3] * 2
+    for row in faked["rows"]:  # nccl-tests: busbw = algbw * 2(N-1)/N, on the fake clock
         assert abs(row["busbw_mb_s"] - row["algbw_mb_s"] * 4 / 3) <= 0.02
+    monkeypatch.setattr(runs, "time_allreduce", measured)
     slow = bench.run(_args("--busbw", "--link", "1gbit,1ms", "--world-size", "2", "--repeats", "1"))
     assert slow["clock"] == "simulated" and slow["met"] is None  # the link's rate by design
 

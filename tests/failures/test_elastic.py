@@ -6,16 +6,13 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 from dataclasses import asdict, replace
-from subprocess import DEVNULL
 
-import psutil
 import pytest
+from torchrun_agents import seconds_it_outlives, stop_the_agent_once_its_worker_runs
 
 from course_utils.failures import elastic, elastic_worker, verdicts
 from course_utils.failures.resume import RunConfig
-from course_utils.ranks import processes
 from course_utils.ranks.local_nodes import free_port, torchrun_command
 
 SMALL = RunConfig(steps=12, every=4, hidden=16, train_samples=256, kill_rank=1, kill_at=6)
@@ -84,29 +81,7 @@ def test_a_worker_whose_agent_dies_during_its_start_up_leaves_within_seconds(tmp
         module_args=["--config", json.dumps(asdict(job))], max_restarts=1,
     )  # fmt: skip
     env = {**os.environ, **elastic.ROUND_STORES}
-    agent = processes.start_command(cmd, env=env, stdout=DEVNULL, stderr=DEVNULL)
-    worker = None
-    try:
-        deadline = time.monotonic() + 60  # torchrun imports torch first: seconds on 2 cores
-        while worker is None and agent.poll() is None and time.monotonic() < deadline:
-            children = psutil.Process(agent.pid).children()
-            worker = children[0] if children else time.sleep(0.005)
-        assert worker is not None, "the agent started no worker within 60 s"
-        assert elastic_worker.runs_torchrun(agent.pid) and not elastic_worker.runs_torchrun(1)
-    finally:
-        processes.stop(agent)  # what a notebook's Stop does: the agent's group, SIGKILL
-    stopped = time.monotonic()
-    try:
-        while _alive(worker) and time.monotonic() - stopped < 10:  # it takes well under 1 s
-            time.sleep(0.05)
-        assert not _alive(worker), "the worker outlived its agent by 10 s"
-    finally:
-        if _alive(worker):
-            worker.kill()
-
-
-def _alive(process: psutil.Process) -> bool:
-    try:
-        return process.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
+    was_torchrun, worker = stop_the_agent_once_its_worker_runs(cmd, env, elastic.WORKER)
+    assert was_torchrun and not elastic_worker.runs_torchrun(1)
+    lived = seconds_it_outlives(worker, 10)  # it takes well under 1 s
+    assert lived < 10, "the worker outlived its agent by 10 s"

@@ -136,48 +136,18 @@ def test_a_rank_whose_agent_dies_while_it_imports_leaves_instead_of_waiting_alon
     served. `join_from_torchrun` checks that its parent is still a torchrun agent."""
     import os
 
-    import psutil
+    from torchrun_agents import seconds_it_outlives, stop_the_agent_once_its_worker_runs
 
-    from course_utils.ranks import agent, processes
+    from course_utils.ranks import agent
     from course_utils.ranks.local_nodes import free_port
 
+    module = "course_utils.ranks.torchrun"
     cmd = torchrun_command(
         None, nnodes=1, nproc_per_node=1, node_rank=0, master_addr="127.0.0.1",
-        master_port=free_port(), python=sys.executable, module="course_utils.ranks.torchrun",
+        master_port=free_port(), python=sys.executable, module=module,
         module_args=["course_utils.ranks.examples:whoami"],
     )  # fmt: skip
-    started = processes.start_command(
-        cmd, env=dict(os.environ), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    worker = None
-    try:
-        deadline = time.monotonic() + 60  # torchrun imports torch first: seconds on 2 cores
-        while worker is None and started.poll() is None and time.monotonic() < deadline:
-            workers = [
-                p for p in psutil.Process(started.pid).children(recursive=True)
-                if "course_utils.ranks.torchrun" in " ".join(_cmdline(p))
-            ]  # fmt: skip
-            worker = workers[0] if workers else time.sleep(0.005)
-        assert worker is not None, "the agent started no worker within 60 s"
-        assert agent.runs_torchrun(started.pid) and not agent.runs_torchrun(1)
-    finally:
-        processes.stop(started)  # what a notebook's Stop does: the agent's group, SIGKILL
-    stopped = time.monotonic()
-    try:  # the worker's imports take a few seconds on 2 cores; then it must leave
-        while worker.is_running() and worker.status() != psutil.STATUS_ZOMBIE:
-            assert time.monotonic() - stopped < 60, "the rank outlived its agent by 60 s"
-            time.sleep(0.1)
-    except psutil.NoSuchProcess:
-        pass
-    finally:
-        if worker.is_running():
-            worker.kill()
-
-
-def _cmdline(process) -> list[str]:
-    import psutil
-
-    try:
-        return process.cmdline()
-    except psutil.Error:
-        return []
+    was_torchrun, worker = stop_the_agent_once_its_worker_runs(cmd, dict(os.environ), module)
+    assert was_torchrun and not agent.runs_torchrun(1)
+    lived = seconds_it_outlives(worker, 60)  # its imports take a few seconds on 2 cores
+    assert lived < 60, "the rank outlived its agent by 60 s"
