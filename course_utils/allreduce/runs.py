@@ -30,7 +30,7 @@ def traced_run(
 
 
 def _traced_on_rank(algorithm: str, values: list) -> Trace:
-    t = torch.as_tensor(values[dist.get_rank()]).to(device()).clone()
+    t = torch.as_tensor(values[dist.get_rank()], device=device()).clone()
     trace = Trace(keep_values=True)
     trace.next_round("start")
     trace.done(t.view(-1))

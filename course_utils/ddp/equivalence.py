@@ -63,7 +63,8 @@ class GlobalOrderSampler(Sampler[int]):
     def _shards(self) -> list[list[int]]:
         g = torch.Generator().manual_seed(self.seed + self.epoch)  # as DistributedSampler
         per_rank = self.length // self.world_size  # drop_last=True
-        perm = torch.randperm(self.length, generator=g).tolist()[: per_rank * self.world_size]
+        perm = torch.randperm(self.length, generator=g).tolist()  # cpu: indices, as the sampler
+        perm = perm[: per_rank * self.world_size]
         return [perm[r :: self.world_size] for r in range(self.world_size)]
 
     def __iter__(self):

@@ -101,7 +101,8 @@ def worker_batches(dataset, batch_size: int, shard: int, shards: int, seed: int)
     x, y = dataset.tensors
     epoch = 0
     while True:
-        order = torch.randperm(len(y), generator=torch.Generator().manual_seed(seed + epoch))
+        seeded = torch.Generator().manual_seed(seed + epoch)  # cpu: one order on every device
+        order = torch.randperm(len(y), generator=seeded).to(y.device)  # cpu, then the data's
         mine = order[shard::shards]
         for start in range(0, len(mine) - batch_size + 1, batch_size):
             index = mine[start : start + batch_size]
