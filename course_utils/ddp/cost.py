@@ -24,7 +24,7 @@ from ..core.history import History
 from ..core.training import tensor_loader, train
 from ..network import wire as links
 from ..network.wire import REAL
-from ..ranks.bootstrap import device
+from ..ranks.bootstrap import device, synchronize
 from ..ranks.launch import launch
 from .equivalence import Setup, build_model, load_data, rank_loader, wrap
 from .overlap import stacked_mlp
@@ -240,10 +240,10 @@ def _overlap_rank(layers: int, width: int, batch: int, bucket_cap_mb: float, ste
         recorder.events.clear()
         ready.clear()
         loss = nn.functional.cross_entropy(model(x), y)
-        _synchronize(where)
+        synchronize(where)
         start = time.perf_counter()
         loss.backward()
-        _synchronize(where)
+        synchronize(where)
         end = time.perf_counter()
     return {
         "layers": [(name, ready[name] - start) for name, _ in linears],
@@ -252,9 +252,3 @@ def _overlap_rank(layers: int, width: int, batch: int, bucket_cap_mb: float, ste
         ),
         "backward_seconds": end - start,
     }
-
-
-def _synchronize(where: torch.device) -> None:
-    """A timed region ends when the GPU has finished, not when the work was queued."""
-    if where.type == "cuda":
-        torch.cuda.synchronize()

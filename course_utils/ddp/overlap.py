@@ -20,7 +20,7 @@ from torch import nn
 
 from ..core.machine import ATTEMPTS, on_a_quiet_machine
 from ..network import wire as links
-from ..ranks.bootstrap import device
+from ..ranks.bootstrap import device, synchronize
 from ..ranks.launch import launch
 from .equivalence import wrap
 from .wire import OnLink, on_link_hook
@@ -63,6 +63,7 @@ def _timed(step, steps: int) -> float:
         dist.barrier()
         start = links.restart()
         step()
+        synchronize()
         elapsed = torch.tensor([time.perf_counter() - start], dtype=torch.float64, device=device())
         dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
         times.append(elapsed.item())

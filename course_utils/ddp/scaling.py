@@ -24,7 +24,7 @@ from torch import nn
 from ..core.checks import Verdict, verdict
 from ..core.timing_claims import timing_claim
 from ..network import wire as links
-from ..ranks.bootstrap import device
+from ..ranks.bootstrap import device, synchronize
 from ..ranks.launch import launch
 from .overlap import stacked_mlp
 from .verdicts import link_clock
@@ -107,8 +107,7 @@ def _scaling_rank(batch: int, width: int, layers: int, steps: int, link) -> tupl
             model.zero_grad()
             start = clock()
             nn.functional.cross_entropy(model(x), y).backward()
-            if where.type == "cuda":
-                torch.cuda.synchronize()
+            synchronize(where)
             compute.append(clock() - start)
             if dist.get_world_size() == 1:  # nothing to send: no scheduler noise counted as link
                 comm.append(0.0)
@@ -117,6 +116,7 @@ def _scaling_rank(batch: int, width: int, layers: int, steps: int, link) -> tupl
             dist.barrier()
             start, link_time = links.restart(), links.timer()
             links.all_reduce(flat)
+            synchronize(where)
             comm.append(link_time() - start)
     return statistics.median(compute[1:]), statistics.median(comm[1:])
 

@@ -31,7 +31,8 @@ from .wire import OnLink, on_link_hook
 __all__ = ["merged", "overlap_fraction", "profiled_step", "TRACE_NAME"]
 
 TRACE_NAME = "course-ddp-step-rank0.json"
-COMM_PREFIXES = ("gloo:", "nccl:", WIRE_EVENT)
+# gloo's and NCCL's operators on the CPU, NCCL's kernels on a GPU, the emulated link's wire
+COMM_PREFIXES = ("gloo:", "nccl:", "ncclDevKernel", "ncclKernel", WIRE_EVENT)
 BACKWARD_SUFFIX = "Backward0"
 
 
@@ -89,6 +90,13 @@ def profiled_step(
     return launch(_profile_rank, world_size, args=args, backend=backend)
 
 
+def _every_thread():
+    """The profiler's setting that records every thread, not only the one that started it:
+    gloo runs each bucket's all-reduce on a thread of its own. Still marked experimental in
+    torch (`torch.profiler._ExperimentalConfig`), hence the one place it is asked for."""
+    return torch.profiler._ExperimentalConfig(profile_all_threads=True)
+
+
 def _after_backward(model: nn.Module) -> None:
     """The no-overlap twin: one all-reduce per layer, each issued after backward() returned."""
     world = dist.get_world_size()
@@ -116,14 +124,16 @@ def _profile_rank(overlap, layers, width, batch, bucket_cap_mb, link, trace_dir)
                 nn.functional.cross_entropy(model(x), y).backward()
             _after_backward(model)
 
-    every_thread = torch._C._profiler._ExperimentalConfig(profile_all_threads=True)
+    activities = [ProfilerActivity.CPU]
+    if where.type == "cuda":  # the GPU's own timeline: when its kernels and NCCL's really ran
+        activities.append(ProfilerActivity.CUDA)
     with links.active(link):
         for _ in range(2):  # DDP builds its buckets in the first steps
             step()
         dist.barrier()
         links.restart()
         with quiet_stderr():
-            with profile(activities=[ProfilerActivity.CPU], experimental_config=every_thread) as p:
+            with profile(activities=activities, experimental_config=_every_thread()) as p:
                 step()
             events = [
                 (e.name, e.time_range.start / 1e6, e.time_range.end / 1e6) for e in p.events()

@@ -195,3 +195,11 @@ def device() -> torch.device:
     if dist.is_initialized() and dist.get_backend() == "nccl":
         return torch.device("cuda", torch.cuda.current_device())
     return torch.device("cpu")
+
+
+def synchronize(where: torch.device | None = None) -> None:
+    """End a timed region when the GPU has finished its work, not when the work was queued
+    (CUDA kernels and NCCL collectives return at once); nothing to wait for on a CPU."""
+    where = device() if where is None else torch.device(where)
+    if where.type == "cuda":
+        torch.cuda.synchronize(where)
