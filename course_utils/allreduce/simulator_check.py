@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import torch
 
+from ..core.backends import GLOO
 from ..network import fit
 from ..network import wire as links
 from ..ranks.bootstrap import device
@@ -34,7 +35,7 @@ def against_the_real_link(
     [seconds per size]}, "simulated": {...}}: the fastest repeat of each, the real ones on
     the wall clock (each rank should have a core: `world_size` <= the cores)."""
     args = (tuple(nbytes), repeats)
-    return launch(_check_on_rank, world_size, args=args, timeout=timeout)[0]
+    return launch(_check_on_rank, world_size, args=args, timeout=timeout, backend=GLOO)[0]
 
 
 def ratios(check: dict) -> dict[str, list[float]]:

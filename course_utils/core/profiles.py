@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 
+from . import backends
 from .errors import ProfileError
 from .gpus import visible_gpus
 from .sizes import (
@@ -24,6 +25,7 @@ from .sizes import (
     SgdSizes,
     SharpMinimaSizes,
 )
+from .sizes_transformer import TransformerSizes
 
 ENV_VAR = "COURSE_PROFILE"
 
@@ -51,6 +53,7 @@ class Profile:
     scaling: ScalingSizes = field(default_factory=ScalingSizes)
     memory: MemorySizes = field(default_factory=MemorySizes)
     failures: FailuresSizes = field(default_factory=FailuresSizes)
+    transformer: TransformerSizes = field(default_factory=TransformerSizes)
 
     @property
     def device(self) -> str:
@@ -60,6 +63,14 @@ class Profile:
         torch knowing, and the sweeps' forked trials would then fail at their first CUDA
         call."""
         return "cuda" if self.backend == "nccl" else "cpu"
+
+    def backend_for(self, chapter: str) -> str:
+        """The backend chapter `chapter` ("05") launches its ranks with (`core.backends`)."""
+        return backends.chapter_backend(self.backend, chapter)
+
+    def runs_on(self, chapter: str) -> str:
+        """The line a notebook prints about where its ranks run, and why."""
+        return backends.runs_on(self.backend, chapter)
 
 
 PROFILES = {
@@ -166,6 +177,17 @@ PROFILES = {
             epochs=10,
             sweep_jobs=4,
             threads=None,
+        ),
+        transformer=TransformerSizes(
+            vocab=256,
+            width=512,
+            heads=8,
+            blocks=4,
+            seq_len=512,
+            batch=8,
+            experts=8,
+            threads=None,
+            timeout=600.0,
         ),
     ),
 }

@@ -2,8 +2,9 @@
 
 Each row is a notebook: its title (the first heading), what it shows (the notebook's
 `course.shows` metadata), its key chart (the first picture of the cell tagged
-`key-chart`, saved to notebooks/images/) and how long it took to run in each profile, as
-measured by `python -m course_utils run --write` and kept in notebooks/timings.json.
+`key-chart`, saved to notebooks/images/), what its ranks run on with the `gpu` profile
+(`core.backends`) and how long it took to run in each profile, as measured by
+`python -m course_utils run --write` and kept in notebooks/timings.json.
 Nothing in the table is typed by hand, so it cannot drift from the course.
 """
 
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import nbformat
 
+from ..core.backends import map_column
 from .notebook_files import course_notebooks
 
 KEY_CHART_TAG = "key-chart"
@@ -72,7 +74,10 @@ def _title(nb) -> str:
 def render(notebook_dir: Path, readme_dir: Path) -> str:
     """The course map as a Markdown table, links relative to the README."""
     timings = load_timings(notebook_dir)
-    rows = ["| notebook | what it shows | key chart | cpu | gpu |", "|---|---|---|---|---|"]
+    rows = [
+        "| notebook | what it shows | key chart | ranks (gpu profile) | cpu | gpu |",
+        "|---|---|---|---|---|---|",
+    ]
     for path in course_notebooks(notebook_dir):
         nb = nbformat.read(path, as_version=4)
         link = path.relative_to(readme_dir).as_posix()
@@ -81,7 +86,10 @@ def render(notebook_dir: Path, readme_dir: Path) -> str:
         src = image.relative_to(readme_dir).as_posix()
         chart = f'<img src="{src}" width="240">' if image.exists() else "—"
         times = [_seconds(timings.get(p, {}).get(path.name)) for p in PROFILES]
-        rows.append(f"| [{_title(nb)}]({link}) | {shows} | {chart} | {times[0]} | {times[1]} |")
+        ranks = map_column(path.name[:2])
+        rows.append(
+            f"| [{_title(nb)}]({link}) | {shows} | {chart} | {ranks} | {times[0]} | {times[1]} |"
+        )
     return "\n".join(rows)
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from ..core.backends import GLOO
 from ..core.errors import LaunchTimeout
 from ..core.training import train
 from ..ranks.launch import launch
@@ -59,7 +60,14 @@ def find_hung_rank(world_size: int, hang_rank: int, barrier_timeout: float, time
         out = str(Path(folder) / "barrier.txt")
         args = (hang_rank, barrier_timeout, 4 * timeout, out)
         try:
-            launch(_hanging_worker, world_size, args=args, timeout=timeout, allow_failures=True)
+            launch(
+                _hanging_worker,
+                world_size,
+                args=args,
+                timeout=timeout,
+                allow_failures=True,
+                backend=GLOO,
+            )
             launcher, blamed = "the launch finished", None
         except LaunchTimeout as exc:
             launcher, blamed = str(exc), exc.rank
@@ -104,7 +112,11 @@ def time_ranks(cfg: RunConfig, world_size: int, slow_rank: int | None, delay: fl
                timeout: float = 60.0) -> dict[int, dict[str, float]]:  # fmt: skip
     """Each rank's mean seconds per update: its work, its wait in the allreduce, the step."""
     out = launch(
-        _straggler_worker, world_size, args=(cfg, slow_rank, delay, steps), timeout=timeout
+        _straggler_worker,
+        world_size,
+        args=(cfg, slow_rank, delay, steps),
+        timeout=timeout,
+        backend=GLOO,
     )
     table = {}
     for rank, times in enumerate(out):
@@ -160,7 +172,7 @@ def compare_ranks(cfg: RunConfig, world_size: int, every: int, steps: int,
     a sample in common this pass (none should). `forget_epoch_rank` never tells its
     sampler the epoch; `drift=(rank, step)` nudges that rank's weights after that update."""
     args = (replace(cfg, noise=0.0), every, steps, forget_epoch_rank, tuple(drift))
-    return launch(_checksum_worker, world_size, args=args, timeout=timeout)[0]
+    return launch(_checksum_worker, world_size, args=args, timeout=timeout, backend=GLOO)[0]
 
 
 def first_disagreement(records: list[dict]) -> dict | None:

@@ -22,6 +22,7 @@ import tempfile
 from dataclasses import asdict, replace
 from pathlib import Path
 
+from ..core.backends import GLOO
 from ..core.errors import LaunchError
 from ..ranks.bootstrap import (
     cap_threads,
@@ -100,7 +101,7 @@ def elastic_restart(cfg: RunConfig, nodes: int, max_restarts: int, timeout: floa
         )
     twin = launch(
         checkpointed_training, nodes, args=(replace(cfg, every=None, kill_rank=None),),
-        timeout=timeout,
+        timeout=timeout, backend=GLOO,
     )  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="course-elastic-") as root:
         job = replace(cfg, checkpoint_dir=root, log_dir=root)

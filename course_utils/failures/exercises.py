@@ -12,6 +12,7 @@ import random
 import torch
 import torch.distributed as dist
 
+from ..core.backends import GLOO
 from ..core.checks import NOT_SOLVED, attempt, verdict
 from ..core.errors import LaunchError
 from ..core.training import train
@@ -87,7 +88,7 @@ def check_resume(resume, world_size: int = 2, timeout: float = 60.0) -> bool:
     and returns the step to go on from (`saved["step"]`)."""
     try:
         ranks = launch(_resume_trial, world_size, args=(resume, CHECK_RUN, SAVE_AT),
-                       timeout=timeout)  # fmt: skip
+                       timeout=timeout, backend=GLOO)  # fmt: skip
     except LaunchError as exc:
         return verdict(False, f"resume failed on a rank: {str(exc).splitlines()[0]}")
     if not all(r["solved"] for r in ranks):

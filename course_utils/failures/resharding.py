@@ -27,6 +27,7 @@ from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import DTensor
 
 from ..core import models
+from ..core.backends import GLOO
 from ..core.training import train
 from ..ranks.bootstrap import device
 from ..ranks.launch import launch
@@ -123,11 +124,15 @@ def reshard(cfg: RunConfig, saved_by: int, loaded_by: int, save_at: int, timeout
         raise ValueError(f"saved_by and loaded_by are both {saved_by}: nothing to reshard.")
     cfg = replace(cfg, noise=0.0, kill_rank=None, kill_at=None, resume=False, log_dir=None)
     with tempfile.TemporaryDirectory(prefix="course-reshard-") as root:
-        twin = launch(sharded_training, 1, args=(replace(cfg, every=None),), timeout=timeout)
+        twin = launch(
+            sharded_training, 1, args=(replace(cfg, every=None),), timeout=timeout, backend=GLOO
+        )
         first = replace(cfg, steps=save_at, every=save_at, checkpoint_dir=root)
-        saved = launch(sharded_training, saved_by, args=(first,), timeout=timeout)
+        saved = launch(sharded_training, saved_by, args=(first,), timeout=timeout, backend=GLOO)
         then = replace(cfg, every=cfg.steps, checkpoint_dir=root, resume=True)
-        resumed = launch(sharded_training, loaded_by, args=(then, parts), timeout=timeout)
+        resumed = launch(
+            sharded_training, loaded_by, args=(then, parts), timeout=timeout, backend=GLOO
+        )
         stored = {
             saved_by: stored_layout(checkpoint.step_folder(root, save_at), saved_by),
             loaded_by: stored_layout(checkpoint.step_folder(root, cfg.steps), loaded_by),

@@ -19,6 +19,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from ..core.backends import GLOO
 from ..ranks.launch import launch
 from .resume import RunConfig, checkpointed_training
 
@@ -48,7 +49,11 @@ def time_intervals(cfg: RunConfig, world_size: int, intervals: tuple[int, ...], 
     seconds of those spent inside the saves, and when each update (with its save) ended."""
     with tempfile.TemporaryDirectory(prefix="course-young-") as root:
         out = launch(
-            _interval_worker, world_size, args=(cfg, intervals, steps, root), timeout=timeout
+            _interval_worker,
+            world_size,
+            args=(cfg, intervals, steps, root),
+            timeout=timeout,
+            backend=GLOO,
         )
     return out[0]
 

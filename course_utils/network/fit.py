@@ -112,9 +112,12 @@ def fit_link_terms(nbytes: tuple, measured: dict) -> LinkTerms:
 def measure_link_terms(nbytes: tuple = FIT_BYTES, repeats: int = 5, timeout: float = 120) -> dict:
     """{"one_way": [...], "both_ways": [...], "add": [...]}: seconds per message of each
     size alone, per message each way at once, and per add of two such tensors."""
+    from ..core.backends import GLOO
     from ..ranks.launch import launch
 
-    return launch(measure_on_ranks, 2, args=(tuple(nbytes), repeats), timeout=timeout)[0]
+    return launch(
+        measure_on_ranks, 2, args=(tuple(nbytes), repeats), timeout=timeout, backend=GLOO
+    )[0]
 
 
 def measure_on_ranks(nbytes: tuple = FIT_BYTES, repeats: int = 5) -> dict:
