@@ -233,7 +233,16 @@ def fit_to_gpus(profile: Profile, gpus: int) -> Profile:
         split_world_sizes=tuple(n for n in ddp.split_world_sizes if n <= gpus) or (1,),
         strong_world_sizes=tuple(n for n in ddp.strong_world_sizes if n <= gpus) or (1,),
     )
-    return replace(profile, world_size=min(profile.world_size, gpus), ddp=fitted_ddp)
+    fitted_transformer = replace(
+        profile.transformer,
+        world_sizes=tuple(n for n in profile.transformer.world_sizes if n <= gpus) or (1,),
+    )
+    return replace(
+        profile,
+        world_size=min(profile.world_size, gpus),
+        ddp=fitted_ddp,
+        transformer=fitted_transformer,
+    )
 
 
 def default_link() -> str:

@@ -61,3 +61,9 @@ def test_a_notebooks_own_device_comes_from_the_profile_not_from_cuda(monkeypatch
     assert profiles.get("cpu").device == "cpu"
     assert profiles.get("gpu").device == "cuda"
     assert asked == []
+
+
+def test_notebook_10_s_rank_counts_are_cut_to_the_gpus():
+    fitted = profiles.fit_to_gpus(profiles.get("cpu"), 2)
+    assert fitted.transformer.world_sizes == (2,)
+    assert profiles.fit_to_gpus(profiles.get("cpu"), 1).transformer.world_sizes == (1,)
