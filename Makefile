@@ -13,7 +13,7 @@ STRESS_HOGS ?= 1
 # JupyterLab refuses to start as root (containers, lab VMs) unless told it is on purpose.
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: lab test lint unit notebooks stress format refresh doctor clean
+.PHONY: lab test lint unit notebooks stress format refresh doctor clean test-oldest
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -38,6 +38,17 @@ notebooks: $(STAMP)
 	COURSE_PROFILE=cpu $(BIN)/python -m pytest --nbval-lax --nbval-current-env \
 		--nbval-cell-timeout=$(CELL_TIMEOUT) --nbval-sanitize-with tests/nbval_sanitize.cfg \
 		-p no:randomly notebooks
+
+# The unit tests on the oldest torch/torchvision pair pyproject.toml allows (its lower
+# bounds, pinned), in a scratch venv; CI keeps testing the newest pair.
+OLDEST_VENV ?= build/venv-oldest
+OLDEST_PAIR := $(shell sed -n 's/^ *"\(torch\|torchvision\)>=\([0-9.]*\)",.*/\1==\2/p' pyproject.toml)
+test-oldest:
+	@test -x $(OLDEST_VENV)/bin/python || $(PYTHON) -m venv $(OLDEST_VENV)
+	$(OLDEST_VENV)/bin/python -m pip install --quiet --upgrade "pip>=23"
+	$(OLDEST_VENV)/bin/python -m pip install --quiet $(OLDEST_PAIR) -e ".[dev]"
+	$(OLDEST_VENV)/bin/python -c "import torch, torchvision; print('oldest pair:', torch.__version__, torchvision.__version__)"
+	$(OLDEST_VENV)/bin/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --durations=15 tests
 
 # Does `make test` hold on a busy machine? Real-clock verdicts may say "not judged"; no other may flip.
 stress: $(STAMP)

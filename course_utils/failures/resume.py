@@ -11,6 +11,7 @@ a run that loses a rank, and its resumption.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import os
 import signal
 import tempfile
@@ -24,6 +25,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from ..core import data as course_data
 from ..core import models
+from ..core.backends import GLOO
 from ..core.errors import LaunchError
 from ..core.training import train
 from ..ranks.launch import launch
@@ -91,8 +93,21 @@ def replica(model: torch.nn.Module) -> DDP:
     the last bit of some sums: a restarted run's first update would differ from the
     uninterrupted run's by about 1e-7. One parameter per bucket keeps every sum the same.
     """
-    caps = [1e-6] * len(list(model.parameters()))
-    return DDP(model, bucket_cap_mb_list=caps)
+    params = list(model.parameters())
+    if "bucket_cap_mb_list" in inspect.signature(DDP).parameters:
+        return DDP(model, bucket_cap_mb_list=[1e-6] * len(params))
+    ddp = DDP(model, bucket_cap_mb=1e-6)  # older torch: one bucket until the first backward
+    _settle_buckets(ddp, params[0])
+    return ddp
+
+
+def _settle_buckets(ddp: DDP, first: torch.Tensor) -> None:
+    """Before torch had `bucket_cap_mb_list`, DDP started with one bucket and laid out its
+    small ones after the first backward. A backward of a zero loss (no update) does that
+    first, so every run, resumed or not, updates with the same buckets from its first step."""
+    x = torch.zeros(1, first.shape[1], dtype=first.dtype, device=first.device)
+    (ddp(x).sum() * 0).backward()
+    ddp.zero_grad(set_to_none=True)
 
 
 def checkpointed_training(cfg: RunConfig) -> dict:
@@ -179,10 +194,12 @@ def kill_and_resume(cfg: RunConfig, world_size: int, timeout: float = 60.0) -> R
     """Uninterrupted run; the same run with `cfg.kill_rank` SIGKILLed; resumption from disk."""
     with tempfile.TemporaryDirectory(prefix="course-ckpt-") as root:
         plain = replace(cfg, every=None, kill_rank=None, kill_at=None)
-        full = launch(checkpointed_training, world_size, args=(plain,), timeout=timeout)
+        full = launch(
+            checkpointed_training, world_size, args=(plain,), timeout=timeout, backend=GLOO
+        )
         doomed = replace(cfg, checkpoint_dir=root, log_dir=root, resume=False)
         try:
-            launch(checkpointed_training, world_size, args=(doomed,), timeout=timeout)
+            launch(checkpointed_training, world_size, args=(doomed,), timeout=timeout, backend=GLOO)
             error = "no rank failed"
         except LaunchError as exc:
             error = str(exc).splitlines()[0]
@@ -191,7 +208,9 @@ def kill_and_resume(cfg: RunConfig, world_size: int, timeout: float = 60.0) -> R
         killed_file = Path(root) / "killed_at.txt"
         killed_at = float(killed_file.read_text()) if killed_file.exists() else float("nan")
         again = replace(doomed, resume=True, kill_rank=None, kill_at=None, log_dir=None)
-        resumed = launch(checkpointed_training, world_size, args=(again,), timeout=timeout)
+        resumed = launch(
+            checkpointed_training, world_size, args=(again,), timeout=timeout, backend=GLOO
+        )
     return ResumeRun(
         full=full[0],
         killed_losses=killed_losses,
