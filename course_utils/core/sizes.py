@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .sizes_pipeline import PipelineSizes  # noqa: F401 (notebook 06's sizes, kept there)
+
 
 @dataclass(frozen=True)
 class SgdSizes:
@@ -72,39 +74,6 @@ class CollectivesSizes:
     check_numels: tuple[int, ...] = (1, 5, 1001)  # smaller than N, odd, larger
     check_dtypes: tuple[str, ...] = ("float32", "float64", "int64")
     exercise_timeout: float = 5.0  # seconds before a deadlocked exercise is stopped
-
-
-@dataclass(frozen=True)
-class PipelineSizes:
-    """Notebook 06: model parallelism, pipeline schedules and the bubble.
-
-    The pictures pad ops with sleep to a slot (an illustration of the schedule); the
-    bubble is measured with real compute on the ranks' link clocks (`real_*`).
-    """
-
-    stages: int = 4  # K for the bubble sweep, 1F1B vs GPipe and the unbalanced pipeline
-    microbatches: tuple[int, ...] = (1, 2, 4, 8, 16)  # M for the bubble sweep
-    repeats: int = 3  # steps per M; the median bubble is reported
-    picture_stages: int = 3  # the blog's picture: 3 samples over 3 GPUs
-    picture_microbatches: int = 3
-    picture_slot_seconds: float = 0.06
-    compare_microbatches: int = 8  # M for 1F1B against GPipe and for the unbalanced run
-    heavy_stage: int = 1  # the stage made heavier in the unbalanced pipeline
-    heavy_factor: float = 2.0
-    micro_batch_size: int = 8  # samples per micro-batch (MNIST-1D)
-    hidden: int = 32  # width of the small real layer inside every stage
-    real_width: int = 2048  # real-compute bubble: equal stages this wide (~25 ms forward on
-    # 256 samples); 16 MiB of weights per stage, so that two stages computing at once do not
-    # slow each other (at 4096 x 128 they did, by 3-9%, and the bubble at M = 16 drifted)
-    real_micro_batch_size: int = 256
-    real_repeats: int = 2  # steps per M, each timed on the ranks' link clocks (CPU time +
-    # waits); the least idle counts: a stage that the shared machine slowed for a moment
-    # only ever adds idle time, and at M = 16 1% of imbalance adds 5% to the bubble
-    formula_up_to: int = 8  # the real-clock sweep's largest M: past it the bubble is a few
-    # points of the step, and the CPU a stage spends handing on is a good part of it
-    tp_ranks: int = 2  # ranks a layer's neurons are split over
-    tp_widths: tuple[int, ...] = (40, 64, 64, 64, 10)  # MNIST-1D in, 10 classes out
-    tp_batch: int = 32
 
 
 @dataclass(frozen=True)

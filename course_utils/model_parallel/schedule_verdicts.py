@@ -1,0 +1,103 @@
+"""Notebook 06's claims about interleaved 1F1B and ZB-H1, as verdicts with stated thresholds.
+
+The timing verdicts take `schedule_bubble.measure_schedules`' rows, which name their clock;
+the numbers go on the line before, the verdict line carries none.
+"""
+
+from __future__ import annotations
+
+from ..core.checks import Verdict, verdict
+from ..core.machine import MachineShare
+from ..core.timing_claims import timing_claim
+
+__all__ = [
+    "bubble_below",
+    "bubble_explained_by_play_out",
+    "orders_match_pytorch",
+    "trains_like_one_process",
+    "zb_holds_as_much_as_1f1b",
+]
+_FAILS = "test_schedule_bubble_verdicts_fail_without_their_effect"
+
+
+def _row(rows: list[dict], schedule: str) -> dict:
+    found = [r for r in rows if r["schedule"] == schedule]
+    if not found:
+        raise ValueError(f"no row for {schedule!r}; rows hold {[r['schedule'] for r in rows]}.")
+    return found[0]
+
+
+def _clock(rows: list[dict]) -> str:
+    if not rows:
+        raise ValueError(
+            "no rows: measure the schedules first (schedule_bubble.measure_schedules)."
+        )
+    clocks = {r["clock"] for r in rows}
+    if len(clocks) != 1:
+        raise ValueError(f"rows timed on different clocks ({sorted(clocks)}) are judged apart.")
+    return clocks.pop()
+
+
+@timing_claim("named by its rows", "measurement", _FAILS)
+def bubble_below(
+    rows: list[dict],
+    schedule: str,
+    than: str = "1f1b",
+    margin: float = 0.0,
+    machine: MachineShare | None = None,
+) -> Verdict:
+    """`schedule`'s measured bubble below `than`'s by more than `margin` (a share of the
+    step), both measured at the same K and M on the same clock."""
+    a, b = _row(rows, schedule), _row(rows, than)
+    same = (a["stages"], a["microbatches"]) == (b["stages"], b["microbatches"])
+    return verdict(
+        same and a["measured"] < b["measured"] - margin,
+        f"{_clock([a, b])} clock: {schedule}'s measured bubble is below {than}'s at the same "
+        "K and M",
+        machine,
+    )
+
+
+@timing_claim("named by its rows", "schedule", _FAILS)
+def bubble_explained_by_play_out(
+    rows: list[dict], tolerance: float = 0.15, machine: MachineShare | None = None
+) -> Verdict:
+    """Every measured bubble within `tolerance` of the schedule played out with its step's
+    measured F, B, W and hand-off times (`from_stages_and_link`): a pipeline that waits where
+    its schedule does not (a hand-off posted late, a W run before the B it could wait for)
+    is measured above it."""
+    return verdict(
+        all(abs(r["measured"] / r["from_stages_and_link"] - 1) <= tolerance for r in rows),
+        f"{_clock(rows)} clock: every schedule's bubble is the schedule played out with its "
+        f"measured F, B, W and hand-off times, within {tolerance:.0%}",
+        machine,
+    )
+
+
+def zb_holds_as_much_as_1f1b(zb: tuple[int, ...], f1b: tuple[int, ...]) -> Verdict:
+    """Micro-batches held at peak per rank (F to W for ZB-H1, F to B for 1F1B): ZB-H1's
+    most on any rank is 1F1B's most (K, on rank 0), though its later ranks hold more."""
+    return verdict(
+        max(zb) <= max(f1b),
+        "ZB-H1 holds no more micro-batches' activations on any rank than 1F1B does on its first",
+    )
+
+
+def trains_like_one_process(gaps: dict[str, float], tolerance: float = 1e-5) -> Verdict:
+    """`gaps`: per run, the largest difference of any weight from one process's after the
+    same SGD steps."""
+    return verdict(
+        bool(gaps) and all(g <= tolerance for g in gaps.values()),
+        f"every schedule, in the course's engine and in PyTorch's, trains the weights one "
+        f"process trains (within {tolerance:g}, fp32)",
+    )
+
+
+def orders_match_pytorch(differences: dict[str, list[str]], expected: set[str] = frozenset()):
+    """`differences`: per schedule, `torch_pipelining.order_differences`; `expected` names
+    the schedules whose difference is known and explained (GPipe's backward order)."""
+    return verdict(
+        all(not lines for name, lines in differences.items() if name not in expected),
+        "the schedules compared run the same ops in the same order as PyTorch's (the "
+        "differences named above excepted)",
+    )

@@ -1,0 +1,159 @@
+"""Schedules past 1F1B: interleaved 1F1B (virtual stages) and zero-bubble ZB-H1 (split backward).
+
+An op here is (kind, micro-batch, chunk). `chunk` is the virtual stage on the rank: with v
+chunks per rank the model is cut into K·v pieces and rank r holds pieces r, r + K, r + 2K,
+... (Narayanan et al. 2021), so a micro-batch crosses every rank v times on its way forward.
+Kinds are "F" (forward), "B" and "W": a schedule with W ops splits each backward into B,
+the gradient of the chunk's input that the previous stage waits for, and W, the gradient of
+its weights that nobody waits for (Qi et al. 2023), so W can fill the pipeline's idle slots.
+A schedule without W ops runs each B as the whole backward.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .schedules import gpipe_order, one_f_one_b_order
+
+FORWARD, BACKWARD, WEIGHT = "F", "B", "W"
+KINDS = (FORWARD, BACKWARD, WEIGHT)
+Op = tuple[str, int, int]
+
+
+def lifted(order: list[tuple[str, int]]) -> list[Op]:
+    """A one-chunk order of ("F", i) / ("B", i) ops as (kind, i, 0)."""
+    return [(kind, i, 0) for kind, i in order]
+
+
+def _rounds(stages: int, microbatches: int) -> int:
+    """Micro-batches per round: forwards go K at a time through one chunk, then the next
+    chunk (PyTorch's rule, which also allows M that is not a multiple of K)."""
+    rounds = max(1, microbatches // stages)
+    if microbatches % rounds:
+        raise ValueError(
+            f"interleaving needs M to be a multiple of M // K = {rounds} (got M={microbatches}, "
+            f"K={stages}); use M = {rounds * (microbatches // rounds)} or a multiple of K."
+        )
+    return microbatches // rounds
+
+
+def interleaved_order(rank: int, stages: int, microbatches: int, chunks: int = 2) -> list[Op]:
+    """Interleaved 1F1B for one rank: a round of micro-batches forward through chunk 0, then
+    the same round through chunk 1, ...; backwards go through the chunks the other way.
+
+    The warm-up is longer than 1F1B's ((v-1) rounds plus 2 per rank after this one), then
+    one forward and one backward alternate. Each chunk is 1/v of a stage, so the pipe fills
+    v times faster and the bubble shrinks to (K-1)/(v·M+K-1) of the step.
+    """
+    if chunks < 1:
+        raise ValueError(f"chunks (virtual stages per rank) must be at least 1, got {chunks}.")
+    per_round, total = _rounds(stages, microbatches), chunks * microbatches
+    warmup = min((chunks - 1) * per_round + 2 * (stages - 1 - rank), total)
+    done = {FORWARD: [0] * chunks, BACKWARD: [0] * chunks}
+    ops: list[Op] = []
+
+    def run(kind: str, n: int) -> None:
+        step = (n // per_round) % chunks
+        chunk = step if kind == FORWARD else chunks - 1 - step
+        ops.append((kind, done[kind][chunk], chunk))
+        done[kind][chunk] += 1
+
+    for n in range(warmup):
+        run(FORWARD, n)
+    for n in range(total - warmup):
+        run(FORWARD, warmup + n)
+        run(BACKWARD, n)
+    for n in range(total - warmup, total):
+        run(BACKWARD, n)
+    return ops
+
+
+def zb_h1_order(rank: int, stages: int, microbatches: int) -> list[Op]:
+    """ZB-H1 for one rank: 1F1B's forwards and input-gradient backwards (B), each weight
+    gradient (W) run after its B, rank r keeping r of them back for the end.
+
+    The last ranks, which 1F1B leaves idle while the first ones finish, fill that time with
+    their deferred Ws; a rank holds a micro-batch from its F to its W, so rank r holds at most
+    (K - r) + r = K, 1F1B's peak on rank 0. With F, B and W of equal length the bubble is a
+    third of 1F1B's: (K-1)(F+B-W) instead of (K-1)(F+B+W) per rank.
+    """
+    warmup = min(stages - 1 - rank, microbatches)
+    ops: list[Op] = [(FORWARD, i, 0) for i in range(warmup)]
+    weights = 0
+    for n in range(microbatches):
+        if n < microbatches - warmup:
+            ops.append((FORWARD, warmup + n, 0))
+        ops.append((BACKWARD, n, 0))
+        if n >= rank:
+            ops.append((WEIGHT, weights, 0))
+            weights += 1
+    return ops + [(WEIGHT, i, 0) for i in range(weights, microbatches)]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A schedule for the whole pipeline: its name, chunks per rank and how to order a rank."""
+
+    name: str
+    chunks: int
+    order: Callable[[int, int, int], list[Op]]  # (rank, stages, microbatches) -> ops
+    description: str
+
+    def orders(self, stages: int, microbatches: int) -> list[list[Op]]:
+        return [self.order(r, stages, microbatches) for r in range(stages)]
+
+    @property
+    def splits_backward(self) -> bool:
+        return self.name == "zb-h1"
+
+
+def plan(name: str | Plan, chunks: int = 2) -> Plan:
+    """The schedule called `name`; `chunks` (v) matters only for "interleaved"."""
+    if isinstance(name, Plan):
+        return name
+    plans = {
+        "gpipe": Plan(
+            "gpipe",
+            1,
+            lambda r, k, m: lifted(gpipe_order(r, k, m)),
+            "all forwards, then all backwards",
+        ),
+        "1f1b": Plan(
+            "1f1b",
+            1,
+            lambda r, k, m: lifted(one_f_one_b_order(r, k, m)),
+            "one forward, one backward when full",
+        ),
+        "interleaved": Plan(
+            "interleaved",
+            chunks,
+            lambda r, k, m: interleaved_order(r, k, m, chunks),
+            f"1F1B over {chunks} virtual stages per rank",
+        ),
+        "zb-h1": Plan("zb-h1", 1, zb_h1_order, "1F1B with each backward split in B and W"),
+    }
+    if name not in plans:
+        raise ValueError(f"unknown schedule {name!r}; choose one of {', '.join(plans)}.")
+    return plans[name]
+
+
+NAMES = ("gpipe", "1f1b", "interleaved", "zb-h1")
+
+
+def interleaved_bubble_formula(stages: int, microbatches: int, chunks: int) -> float:
+    """(K-1)/(v·M+K-1): the pipe fills and drains once, in steps 1/v of a stage long."""
+    return (stages - 1) / (chunks * microbatches + stages - 1)
+
+
+def zb_h1_bubble_formula(stages: int, microbatches: int, f=1.0, b=1.0, w=1.0) -> float:
+    """Qi et al.'s ZB-H1: each rank idles (K-1)(F+B-W) in a step of M(F+B+W) work."""
+    idle = (stages - 1) * (f + b - w)
+    return idle / (microbatches * (f + b + w) + idle)
+
+
+def handoffs_per_step(stages: int, microbatches: int, chunks: int = 1) -> int:
+    """Messages between ranks in one step: each micro-batch crosses the K·v - 1 cuts
+    between pieces twice (activation forward, gradient back): (K·v-1)/(K-1) times 1F1B's,
+    at least v times (with v chunks it also goes from the last rank back to the first)."""
+    return 2 * microbatches * (stages * chunks - 1)
