@@ -27,8 +27,8 @@ from torch import nn
 from ..network import wire as links
 from ..ranks.bootstrap import device
 from .activations import HeldActivations
+from .handoffs import Handoffs
 from .schedules import (
-    BACKWARD,
     FORWARD,
     WAIT,
     Event,
@@ -144,37 +144,25 @@ def _run_stage(model, schedule, microbatches, x, y, slot, stage_cost, backward_r
     cost = (stage_cost or [1.0] * stages)[rank]
     last = rank == stages - 1
     order = check_order(sched.order(rank, stages, microbatches), microbatches, rank)
-    stash, events, outbox, sends = {}, [], [], []
+    stash, events, outbox = {}, [], []
     loss_total = 0.0
 
     out_shape = _warm_up(module, in_shape, dev)
     held = HeldActivations(module)
-    inbox: dict[int, tuple[torch.Tensor, object]] = {}
-
-    def post_receive(n: int) -> None:
-        """Post the receive of op n's input early, so the data lands while we still compute."""
-        if n >= len(order) or n in inbox:
-            return
-        kind, i = order[n]
-        if kind == FORWARD and rank > 0:
-            buffer = torch.empty(in_shape, device=dev)
-            inbox[n] = buffer, links.irecv(buffer, rank - 1, tag=i)
-        elif kind == BACKWARD and not last:
-            buffer = torch.empty(out_shape, device=dev)
-            inbox[n] = buffer, links.irecv(buffer, rank + 1, tag=microbatches + i)
+    handoffs = Handoffs(order, microbatches, in_shape, out_shape, dev)
 
     def receive(n: int) -> torch.Tensor:
-        buffer, handle = inbox.pop(n)
+        buffer, handle = handoffs.take(n)
         began = now()
         handle.wait()
         events.append(Event(rank, WAIT, -1, began - t0, now() - t0))
         return buffer
 
-    post_receive(0)
+    handoffs.post(0)
     dist.barrier()
     t0 = links.restart()  # one moment for every stage: their events share one time axis
     for n, (kind, i) in enumerate(order):
-        post_receive(n + 1)
+        handoffs.before(n)
         if kind == FORWARD:
             inp = (xs[i] if rank == 0 else receive(n)).requires_grad_()  # every stage alike
             start = now()
@@ -200,11 +188,11 @@ def _run_stage(model, schedule, microbatches, x, y, slot, stage_cost, backward_r
             _pad_to(start, slot * cost * backward_ratio)
         events.append(Event(rank, kind, i, start - t0, now() - t0))
         following = order[n + 1][0] if n + 1 < len(order) else None
-        if not sched.whole_batch_sends or following != kind:
-            sends += [(t, links.isend(t, dst, tag=tag)) for t, dst, tag in outbox]
+        flush = not sched.whole_batch_sends or following != kind
+        handoffs.post(n + 1, outbox if flush else ())
+        if flush:
             outbox.clear()
-    for _, handle in sends:
-        handle.wait()
+    handoffs.finish()
     grads = [p.grad.detach().cpu() for p in module.parameters()]
     peak = held.peak_count, held.peak_bytes
     return StageResult(rank, events, *peak, loss_total if last else None, grads)

@@ -46,6 +46,7 @@ __all__ = [
     "restart",
     "ring_allreduce_seconds",
     "send",
+    "start",
     "timer",
     "waited_until",
     "wire_deadline",
@@ -126,6 +127,25 @@ def irecv(t: torch.Tensor, peer: int, tag: int = 0):
         buffer = torch.empty(8 + _nbytes(t), dtype=torch.uint8, device=t.device)  # stamp, bytes
         handle = dist.irecv(buffer, peer, tag=tag)
     return _Received(buffer, t, handle, link.wire_seconds(_nbytes(t)))
+
+
+def batches_point_to_point() -> bool:
+    """Whether this process group's sends and receives must go in batches (NCCL's do)."""
+    return dist.get_backend() == "nccl"
+
+
+def start(*ops: tuple) -> list:
+    """Post ("send" | "recv", tensor, peer, tag) ops at once; their handles, in order.
+
+    NCCL runs one rank's sends and receives to a peer on one stream, matched in the order
+    they were posted and ignoring tags: a receive posted before a send its peer is
+    waiting for never completes. So on NCCL the ops go in one `batch_isend_irecv` (tags
+    dropped), as Megatron's send-forward-receive-backward does; on gloo each goes alone,
+    over the active link, tags kept."""
+    if batches_point_to_point():
+        kinds = {"send": dist.isend, "recv": dist.irecv}
+        return dist.batch_isend_irecv([dist.P2POp(kinds[k], t, p) for k, t, p, _ in ops])
+    return [(isend if k == "send" else irecv)(t, p, tag=tag) for k, t, p, tag in ops]
 
 
 def restart() -> float:
