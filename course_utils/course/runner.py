@@ -11,6 +11,7 @@ import contextlib
 import os
 import time
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 import nbformat
@@ -20,6 +21,7 @@ from .course_map import save_key_chart
 from .memory import PeakMemory
 
 CELL_TIMEOUT = 600
+SLOW_CELL = 5.0  # seconds a learner waits on a cell before it should show progress
 
 
 @dataclass
@@ -32,6 +34,8 @@ class Report:
     error: str | None = None
     unstable_cells: list[str] = field(default_factory=list)  # with compare=True
     peak_pss_mib: float | None = None  # the kernel and its ranks at their largest
+    # cells that ran longer than SLOW_CELL seconds and showed no progress bar meanwhile
+    slow_cells: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -76,7 +80,7 @@ def execute(
         nb,
         timeout=CELL_TIMEOUT,
         kernel_name="python3",
-        record_timing=False,
+        record_timing=True,
         resources={"metadata": {"path": str(path.parent)}},
     )
     start = time.perf_counter()
@@ -98,6 +102,11 @@ def execute(
                 report.not_judged += 1
             if line.startswith(FAIL) and line != f"{FAIL} {NOT_SOLVED}":
                 report.failed_verdicts.append(f"cell {index}: {line}")
+    report.slow_cells = [
+        f"cell {i}: {seconds:.0f} s, no progress bar"
+        for i, cell in enumerate(nb.cells)
+        if (seconds := _cell_seconds(cell)) > SLOW_CELL and not _showed_progress(cell)
+    ]
     if compare and error is None:
         report.unstable_cells = [
             f"cell {i}: {cell.source.splitlines()[0][:60] if cell.source else ''}"
@@ -108,6 +117,24 @@ def execute(
         store(nb, path)
         save_key_chart(nb, path)
     return report
+
+
+def _cell_seconds(cell) -> float:
+    """How long the kernel took to run the cell (nbclient's timestamps), 0 if unknown."""
+    timing = cell.get("metadata", {}).get("execution", {})
+    started, ended = timing.get("iopub.execute_input"), timing.get("shell.execute_reply")
+    if not (started and ended):
+        return 0.0
+    return (datetime.fromisoformat(ended) - datetime.fromisoformat(started)).total_seconds()
+
+
+def _showed_progress(cell) -> bool:
+    """Whether a progress bar was displayed: a widget whose text is tqdm's ("...  50%|##")."""
+    return any(
+        "application/vnd.jupyter.widget-view+json" in output.get("data", {})
+        and "%|" in output["data"].get("text/plain", "")
+        for output in cell.get("outputs", [])
+    )
 
 
 def _kernel_pid(client) -> int | None:
@@ -213,6 +240,7 @@ def format_table(reports: list[Report]) -> str:
     ]
     for r in reports:
         lines += [f"  {r.notebook}: {line}" for line in r.failed_verdicts]
+        lines += [f"  {r.notebook}: {cell}" for cell in r.slow_cells]
         lines += [
             f"  {r.notebook}: changed, not marked {IGNORE_MARK}: {c}" for c in r.unstable_cells
         ]

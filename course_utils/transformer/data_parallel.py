@@ -23,6 +23,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
+from ..core import progress
 from ..core.sizes_transformer import TransformerSizes
 from ..ranks.bootstrap import device, synchronize
 from ..ranks.launch import launch
@@ -107,8 +108,11 @@ def _train(sizes: TransformerSizes, kind: str, steps: int) -> tuple[torch.nn.Mod
 
 def _train_rank(sizes: TransformerSizes, kinds, steps: int, reference: dict) -> dict:
     out = {}
+    bar = progress.bar(len(kinds), f"batch-split models on {dist.get_world_size()} ranks", "model")
     for kind in kinds:
+        bar.set_postfix(training=kind)
         model, log, seconds = _train(sizes, kind, steps)
+        bar.update()
         want = {k: v.to(device()) for k, v in reference.items()}
         diff = max((p.detach() - want[k]).abs().max().item() for k, p in model.named_parameters())
         out[kind] = {
@@ -117,6 +121,7 @@ def _train_rank(sizes: TransformerSizes, kinds, steps: int, reference: dict) -> 
             "parameters": sum(p.numel() for p in model.parameters()),
             "seconds": seconds,
         }
+    bar.close()
     return out
 
 

@@ -13,8 +13,10 @@ import time
 from dataclasses import dataclass
 
 import torch
+import torch.distributed as dist
 from torch import nn
 
+from ..core import progress
 from ..core.sizes_transformer import TransformerSizes
 from ..memory.peak import allocated_during
 from ..ranks.bootstrap import device, synchronize
@@ -89,7 +91,14 @@ def _train_one(sizes: TransformerSizes, kind: str, steps: int, reference: dict) 
 
 
 def _train_rank(sizes: TransformerSizes, kinds, steps: int, reference: dict) -> dict:
-    return {kind: _train_one(sizes, kind, steps, reference) for kind in kinds}
+    bar = progress.bar(len(kinds), f"split models on {dist.get_world_size()} ranks", "model")
+    out = {}
+    for kind in kinds:
+        bar.set_postfix(training=kind)
+        out[kind] = _train_one(sizes, kind, steps, reference)
+        bar.update()
+    bar.close()
+    return out
 
 
 def train_and_compare(

@@ -117,3 +117,27 @@ def test_a_stored_widget_keeps_only_its_picture_and_the_kernelspec_is_jupyterlab
     kept = [o["data"] for o in stored["cells"][0]["outputs"]]
     assert kept[0] == {"image/png": "iVBOR"} and list(kept[1]) == ["text/plain"] and len(kept) == 2
     assert stored["metadata"]["kernelspec"]["display_name"] == "Python 3 (ipykernel)"
+
+
+def test_a_slow_cell_without_a_progress_bar_is_reported():
+    from course_utils.course import runner
+
+    def cell(seconds, outputs=()):
+        start = "2026-11-25T10:00:00.000000Z"
+        end = f"2026-11-25T10:00:{seconds:02d}.000000Z"
+        timing = {"iopub.execute_input": start, "shell.execute_reply": end}
+        return {"cell_type": "code", "metadata": {"execution": timing}, "outputs": list(outputs)}
+
+    bar = {
+        "output_type": "display_data",
+        "data": {
+            "text/plain": "trials:  50%|#####     | 2/4",
+            "application/vnd.jupyter.widget-view+json": {"model_id": "x"},
+        },
+    }
+    assert runner._cell_seconds(cell(7)) == 7.0
+    assert runner._cell_seconds({"cell_type": "code", "metadata": {}}) == 0.0
+    assert not runner._showed_progress(cell(7))
+    assert runner._showed_progress(cell(7, [bar]))
+    picture = {"output_type": "display_data", "data": {"text/plain": "Figure"}}
+    assert not runner._showed_progress(cell(7, [picture]))
