@@ -101,6 +101,12 @@ def sweep_command(args) -> int:
     return sweep.cli(args)
 
 
+def plan_command(args) -> int:
+    from .mesh import plan_cli
+
+    return plan_cli.run(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m course_utils", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -127,6 +133,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("-j", "--jobs", type=int, default=2, help="trials at a time")
     s.add_argument("--json", action="store_true", help="print the trials and the best as JSON")
 
+    from .mesh import plan_cli
+
+    plan_cli.add_arguments(sub.add_parser("plan", help=plan_cli.HELP))
+
     r = sub.add_parser("run", help="execute notebooks headless and report on each")
     r.add_argument("notebooks", nargs="*", help="paths, names or numbers; default: all, in order")
     r.add_argument("--profile", choices=["cpu", "gpu"], default=None)
@@ -149,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         "data": data_command,
         "run": run_notebooks,
         "sweep": sweep_command,
+        "plan": plan_command,
     }
     try:
         return handlers[args.command](args)

@@ -19,6 +19,8 @@ GLOO_ON_PURPOSE = {
     "07": "the parameter server and its workers, one of them failing, are CPU processes",
     "08": "the bytes each ZeRO stage holds are counted by the CPU allocator's profiler",
     "09": "the kills, hangs and timeouts it shows are reported as gloo reports them",
+    "11": "its mesh has 8 ranks, more than a GPU box has GPUs; on a cluster `mesh_worker` "
+    "runs the same mesh under torchrun, one GPU per rank",
 }
 
 

@@ -25,6 +25,7 @@ from .sizes import (
     SgdSizes,
     SharpMinimaSizes,
 )
+from .sizes_mesh import MeshSizes
 from .sizes_transformer import TransformerSizes
 
 ENV_VAR = "COURSE_PROFILE"
@@ -54,6 +55,7 @@ class Profile:
     memory: MemorySizes = field(default_factory=MemorySizes)
     failures: FailuresSizes = field(default_factory=FailuresSizes)
     transformer: TransformerSizes = field(default_factory=TransformerSizes)
+    mesh: MeshSizes = field(default_factory=MeshSizes)
 
     @property
     def device(self) -> str:

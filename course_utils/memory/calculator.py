@@ -12,6 +12,7 @@ import matplotlib
 import matplotlib.pyplot as plt
 from matplotlib._pylab_helpers import Gcf
 
+from ..core.widgets import show_controls
 from . import charts
 from .formulas import PRECISIONS, model_state_bytes, per_parameter, working_set_bytes
 from .zero import STAGES
@@ -105,9 +106,4 @@ def memory_calculator(
         )  # fmt: skip
         fig.canvas.draw_idle()
 
-    for control in controls.values():
-        control.observe(redraw, names="value")
-    redraw()
-    box = w.VBox([w.HBox(list(controls.values())[:3]), w.HBox(list(controls.values())[3:])])
-    display(box, fig.canvas)
-    return box
+    return show_controls(controls, fig, redraw)

@@ -1,0 +1,167 @@
+"""Data, pipeline and tensor parallel at once: notebook 10's transformer on a 3D device mesh.
+
+`init_device_mesh` lays the ranks out as (dp, pp, tp) and hands each rank one process
+group per dimension. A rank then holds
+- the blocks of its pipeline stage (the embedding on the first, the final LayerNorm and the
+  head on the last), cut at block boundaries as notebook 06 cuts its MLP;
+- of each of those blocks, its tensor-parallel share (Megatron's heads and MLP neurons,
+  notebook 10), whose f and g all-reduce over its `tp` group only;
+- and trains on its data-parallel replica's share of every batch, in GPipe's order over M
+  micro-batches (all forwards, then all backwards), its activations and their gradients
+  crossing to the neighbouring stage with sends along `pp`; after the backward its
+  gradients are averaged over its `dp` group, in one bucket, before the SGD step.
+Each piece is one of the course's earlier chapters; what is new is that every collective
+runs on one dimension's group, and that one rank plays all three parts.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+
+from ..transformer.model import Transformer
+from ..transformer.tensor_parallel import (
+    ColumnParallelLinear,
+    RowParallelLinear,
+    TensorParallelAttention,
+    TensorParallelMLP,
+)
+from . import group_comm
+
+__all__ = ["MeshAttention", "MeshMLP", "gpipe_step", "stage_blocks", "stage_model", "sync_dp"]
+
+
+def _share(size: int, tp_rank: int, tp_size: int, what: str) -> slice:
+    if size % tp_size:
+        raise ValueError(
+            f"{size} {what} cannot be split evenly over tp={tp_size} ranks; choose sizes whose "
+            f"heads and MLP width are multiples of {tp_size}."
+        )
+    return slice(tp_rank * size // tp_size, (tp_rank + 1) * size // tp_size)
+
+
+class MeshAttention(TensorParallelAttention):
+    """Notebook 10's tensor-parallel attention, told its place in the TP group instead of
+    reading it from the world (the world is the whole mesh)."""
+
+    def __init__(self, full, tp_rank: int, tp_size: int, enter, leave):
+        nn.Module.__init__(self)
+        self.head_dim = full.head_dim
+        heads = _share(full.q.out_features // full.head_dim, tp_rank, tp_size, "attention heads")
+        mine = slice(heads.start * self.head_dim, heads.stop * self.head_dim)
+        self.q, self.k, self.v = (ColumnParallelLinear(p, mine) for p in (full.q, full.k, full.v))
+        self.out = RowParallelLinear(full.out, mine, leave)
+        self.enter = enter
+
+
+class MeshMLP(TensorParallelMLP):
+    """Notebook 10's tensor-parallel MLP, told its place in the TP group."""
+
+    def __init__(self, full, tp_rank: int, tp_size: int, enter, leave):
+        nn.Module.__init__(self)
+        mine = _share(full.fc1.out_features, tp_rank, tp_size, "MLP hidden neurons")
+        self.fc1 = ColumnParallelLinear(full.fc1, mine)
+        self.fc2 = RowParallelLinear(full.fc2, mine, leave)
+        self.enter = enter
+
+
+def stage_blocks(blocks: int, stage: int, stages: int) -> range:
+    """The blocks stage `stage` of `stages` holds: consecutive, as even as possible."""
+    if not 1 <= stages <= blocks:
+        raise ValueError(f"cannot cut {blocks} blocks into {stages} pipeline stages.")
+    return range(round(stage * blocks / stages), round((stage + 1) * blocks / stages))
+
+
+def stage_model(
+    full: Transformer, stage: int, stages: int, tp_rank: int, tp_size: int, group=None
+) -> Transformer:
+    """A copy of `full` that keeps only stage `stage`'s parts, each block split for place
+    `tp_rank` of `tp_size`; its collectives run on `group` (None: the parent's twin, which
+    only needs the shapes). Every kept parameter keeps its name in `full`, so the twin of a
+    trained shard is this function applied to the one-process model."""
+    split = copy.deepcopy(full)
+    enter, leave = group_comm.enter_region(group), group_comm.leave_region(group)
+    mine = stage_blocks(len(full.blocks), stage, stages)
+    for i in range(len(split.blocks)):
+        if i not in mine:
+            split.blocks[i] = nn.Identity()
+            continue
+        block, a, m = split.blocks[i], f"block {i} attention", f"block {i} mlp"
+        block.attn = MeshAttention(block.attn, tp_rank, tp_size, enter(a), leave(a))
+        block.mlp = MeshMLP(block.mlp, tp_rank, tp_size, enter(m), leave(m))
+    if stage > 0:
+        split.embed = None
+    if stage < stages - 1:
+        split.norm = split.head = None
+    return split
+
+
+def _forward(model: Transformer, x: torch.Tensor) -> torch.Tensor:
+    """Tokens or activations in; activations or logits out, as far as this stage goes."""
+    if model.embed is not None:
+        x = model.embed(x)
+    for block in model.blocks:
+        x = block(x)
+    return x if model.head is None else model.head(model.norm(x))
+
+
+def gpipe_step(model: Transformer, micro: list[torch.Tensor], pp_ranks: list[int], stage: int):
+    """One GPipe step of this stage over the micro-batches `micro` (token rows, seq + 1).
+
+    `pp_ranks`: the global ranks of this rank's pipeline, stage by stage. The loss of each
+    micro-batch is divided by M, so the gradients are those of the whole replica batch.
+    Returns the replica's loss on the last stage, else None."""
+    dev = next(model.parameters()).device
+    first, last, m = stage == 0, stage == len(pp_ranks) - 1, len(micro)
+    width = _width(model)
+    inputs, outputs, sends, loss = [], [], [], 0.0
+    for i, rows in enumerate(micro):
+        if first:
+            x = rows[:, :-1].to(dev)
+        else:
+            x = torch.empty(len(rows), rows.shape[1] - 1, width, device=dev)
+            dist.recv(x, pp_ranks[stage - 1], tag=i)
+            x.requires_grad_()
+        y = _forward(model, x)
+        if last:
+            y = F.cross_entropy(y.flatten(0, 1), rows[:, 1:].to(dev).flatten()) / m
+            loss += y.item()
+        else:
+            sends.append(group_comm.send(y.detach(), pp_ranks[stage + 1], i, "pp",
+                                         f"micro-batch {i}", "forward"))  # fmt: skip
+        inputs.append(x)
+        outputs.append(y)
+    for i in reversed(range(m)):
+        grad = None
+        if not last:
+            grad = torch.empty_like(outputs[i])
+            dist.recv(grad, pp_ranks[stage + 1], tag=m + i)
+        outputs[i].backward(grad)
+        if not first:
+            sends.append(group_comm.send(inputs[i].grad, pp_ranks[stage - 1], m + i, "pp",
+                                         f"micro-batch {i}", "backward"))  # fmt: skip
+    for handle, _ in sends:
+        handle.wait()
+    return loss if last else None
+
+
+def _width(model: Transformer) -> int:
+    """The model width, from whichever of its parts this stage holds."""
+    for module in model.modules():
+        if isinstance(module, nn.LayerNorm):
+            return module.normalized_shape[0]
+    raise ValueError("this stage holds no LayerNorm to read the width from")
+
+
+def sync_dp(model: nn.Module, group) -> None:
+    """Average this rank's gradients over its data-parallel replicas, in one flat bucket."""
+    params = list(model.parameters())
+    flat = torch.cat([p.grad.flatten() for p in params])
+    flat = group_comm.all_reduce(flat, group, "dp", "gradients", "backward")
+    flat /= dist.get_world_size(group)
+    for p, g in zip(params, flat.split([p.numel() for p in params]), strict=True):
+        p.grad.copy_(g.view_as(p))

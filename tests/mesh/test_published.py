@@ -1,0 +1,44 @@
+"""The published comparison: every case present, every source cited, nothing made up."""
+
+from __future__ import annotations
+
+import pytest
+
+from course_utils.mesh.plan_model import cluster, model
+from course_utils.mesh.planner import evaluate
+from course_utils.mesh.published import CASES, PUBLISHED, comparison, table
+
+
+@pytest.fixture(scope="module")
+def rows():
+    return comparison()
+
+
+def test_every_case_has_a_row_and_every_published_layout_one(rows):
+    assert {(r.model, r.gpus) for r in rows} == set(CASES)
+    assert len(rows) == len(PUBLISHED) + sum(
+        1 for case in CASES if not any((p.model, p.gpus) == case for p in PUBLISHED)
+    )
+
+
+def test_published_rows_cite_a_source_and_say_why(rows):
+    for r in rows:
+        if r.agree is None:
+            assert r.published == "none found" and not r.source
+        else:
+            assert r.source.startswith("https://") and r.why
+
+
+def test_published_layouts_are_costed_on_the_planners_terms():
+    from dataclasses import replace
+
+    for p in PUBLISHED:
+        shaped = replace(model(p.model), global_batch=p.global_batch)
+        costed = evaluate(shaped, cluster(f"{p.gpus // 8}x8:h100"), p.layout)
+        assert costed.layout.gpus == p.gpus
+
+
+def test_table_has_a_line_per_row(rows):
+    text = table(rows)
+    assert text.count("\n") == len(rows) + 1
+    assert "| llama3-70b | 256 |" in text
