@@ -101,6 +101,19 @@ def sweep_command(args) -> int:
     return sweep.cli(args)
 
 
+def grade_command(args) -> int:
+    from .course import grade
+
+    return grade.cli(args)
+
+
+def release_command(args) -> int:
+    from .course.release import release
+
+    print(release(args.directory).summary())
+    return 0
+
+
 def plan_command(args) -> int:
     from .mesh import plan_cli
 
@@ -147,6 +160,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="fail if a cell not marked NBVAL_IGNORE_OUTPUT shows something other than before",
     )
+    g = sub.add_parser("grade", help="run every exercise's checker and print a grade")
+    from .course.grade import add_arguments
+
+    add_arguments(g)
+    rel = sub.add_parser(
+        "release", help="write a copy for learners: no solutions, exercises cleared"
+    )
+    rel.add_argument("directory", help="a new or empty folder outside the repository")
     return parser
 
 
@@ -160,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
         "run": run_notebooks,
         "sweep": sweep_command,
         "plan": plan_command,
+        "grade": grade_command,
+        "release": release_command,
     }
     try:
         return handlers[args.command](args)

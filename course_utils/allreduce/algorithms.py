@@ -19,23 +19,16 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
+from ..core.own_answers import own_answer
 from ..network.wire import irecv, isend, post, recv, send
 from .flat import begin, chunk_bounds, finish, scratch
 from .trace import Trace
 
 __all__ = [
-    "ALGORITHMS",
-    "POWER_OF_TWO",
-    "Trace",
-    "butterfly_allreduce",
-    "chunk_bounds",
-    "halving_doubling_allreduce",
-    "implementation",
-    "known",
-    "parameter_server_allreduce",
-    "ring_allreduce",
-    "tree_allreduce",
-]
+    "ALGORITHMS", "POWER_OF_TWO", "Trace", "butterfly_allreduce", "chunk_bounds",
+    "halving_doubling_allreduce", "implementation", "known", "parameter_server_allreduce",
+    "ring_allreduce", "tree_allreduce",
+]  # fmt: skip
 
 
 def parameter_server_allreduce(t: torch.Tensor, trace: Trace | None = None) -> torch.Tensor:
@@ -71,6 +64,7 @@ def parameter_server_allreduce(t: torch.Tensor, trace: Trace | None = None) -> t
     return finish(t, flat)
 
 
+@own_answer("tree")
 def tree_allreduce(t: torch.Tensor, trace: Trace | None = None) -> torch.Tensor:
     """Reduce up a binary tree rooted at the last rank, then broadcast back down it.
 
@@ -159,6 +153,7 @@ def butterfly_allreduce(t: torch.Tensor, trace: Trace | None = None) -> torch.Te
     return finish(t, flat)
 
 
+@own_answer("ring")
 def ring_allreduce(t: torch.Tensor, trace: Trace | None = None) -> torch.Tensor:
     """Sum `t` over all ranks in place, one of the ways NCCL and gloo sum large messages.
 

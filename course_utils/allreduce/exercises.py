@@ -17,6 +17,7 @@ import torch.distributed as dist
 
 from ..core.checks import NOT_SOLVED, attempt, verdict
 from ..core.errors import LaunchError, LaunchTimeout
+from ..core.own_answers import OwnAnswerUsed, from_launch, message, own_answer_name, refusing
 from ..ranks.bootstrap import device
 from ..ranks.launch import launch
 
@@ -89,11 +90,17 @@ def _on_rank(fn) -> list[dict]:
         runs = []
         for numel in LENGTHS:
             events.clear()
-            out = attempt(fn, _inputs(dist.get_rank(), numel).to(device()))
+            refused = None
+            try:
+                with refusing():
+                    out = attempt(fn, _inputs(dist.get_rank(), numel).to(device()))
+            except OwnAnswerUsed as error:
+                out, refused = None, str(error)
             solved = not (isinstance(out, str) and out == NOT_SOLVED)
             if solved and not isinstance(out, torch.Tensor):
                 out = f"a {type(out).__name__}"
-            run = {"numel": numel, "out": out, "solved": solved, "events": events[:]}
+            run = {"numel": numel, "out": out, "solved": solved, "events": events[:],
+                   "refused": refused}  # fmt: skip
             runs.append({**run, "shortcuts": shortcuts[:]})
         return runs
     finally:
@@ -102,12 +109,16 @@ def _on_rank(fn) -> list[dict]:
 
 
 def _check(kind: str, fn, sizes: tuple[int, ...], timeout: float) -> bool:
+    if own_answer_name(fn):
+        return verdict(False, message(own_answer_name(fn)))
     for world_size in sizes:
         try:
             per_rank = launch(_on_rank, world_size, args=(fn,), timeout=timeout, backend="gloo")
         except LaunchTimeout:
             return verdict(False, _DEADLOCK.format(kind=kind))
         except LaunchError as exc:
+            if from_launch(exc):
+                return verdict(False, from_launch(exc))
             how, on = exc.exc_type or "it died", f"on {world_size} ranks"
             if exc.exc_type is None and kind == "ring":  # gloo aborts on a size mismatch
                 return verdict(False, f"your ring crashed on rank {exc.rank} ({on}). {_CHUNKS}")
@@ -124,6 +135,9 @@ def _first_problem(kind: str, runs: list[dict]) -> str | None:
     where = f"(tensor of {numel} on {n} ranks)"
     if not all(r["solved"] for r in runs):
         return NOT_SOLVED
+    refused = [r["refused"] for r in runs if r["refused"]]
+    if refused:
+        return refused[0]
     if any(isinstance(r["out"], str) for r in runs):
         return f"your {kind} must return the summed tensor, not {runs[0]['out']}"
     used = sorted({name for r in runs for name in r["shortcuts"]})

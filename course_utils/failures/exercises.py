@@ -23,15 +23,6 @@ CHECK_RUN = RunConfig(steps=24, every=None, hidden=32, train_samples=512)
 SAVE_AT = 11  # mid-pass (8 updates per pass), so the epoch and the position both matter
 
 
-def resume_reference(model, optimizer, batches, saved: dict) -> int:
-    """Every part of the saved state back in place, on every rank; the step to go on from."""
-    model.load_state_dict(saved["model"])
-    optimizer.load_state_dict(saved["optimizer"])
-    batches.load_state_dict(saved["sampler"])
-    torch.set_rng_state(saved["rng"])
-    return saved["step"]
-
-
 def _snapshot(model, optimizer, batches) -> dict:
     return {
         "model": copy.deepcopy(model.state_dict()),
@@ -109,11 +100,6 @@ def check_resume(resume, world_size: int = 2, timeout: float = 60.0) -> bool:
     if not all(r["equal"] for r in ranks):
         return verdict(False, "everything was restored, yet the resumed run ends elsewhere")
     return verdict(True, "the resumed run ends bit for bit where the uninterrupted one does")
-
-
-def slowest_rank_reference(table: dict) -> int:
-    """The rank with the most work per update (it is also the one that waits least)."""
-    return max(table, key=lambda r: table[r]["step"] - table[r]["wait"])
 
 
 def timing_tables(seed: int = 3, cases: int = 6) -> list[tuple[dict, int]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from ..core.checks import NOT_SOLVED, attempt, verdict
+from ..core.own_answers import OwnAnswerUsed, message, own_answer_name, refusing
 from .experiments import LinearWarmup, curve_distance, scaled_lr
 
 WARMUP_CLAIM = (
@@ -16,7 +17,8 @@ DISTANCE_CLAIM = "distance is the mean absolute gap per epoch, a diverged epoch 
 _WARMUP_CASES = [(0.1, 256, 8192, 100), (0.01, 8, 512, 50), (0.05, 32, 32, 10), (0.2, 8, 64, 7)]
 
 
-def reference_warmup_lr(step, base_lr, base_batch, batch_size, warmup_steps) -> float:
+def _expected_lr(step, base_lr, base_batch, batch_size, warmup_steps) -> float:
+    """What the checker compares with, from the schedule the course trains with."""
     start = base_batch / batch_size
     factor = LinearWarmup(warmup_steps, start)(step)
     return scaled_lr(base_lr, base_batch, batch_size) * factor
@@ -30,7 +32,7 @@ def check_warmup_lr(fn) -> bool:
             got = attempt(fn, step, base_lr, base_batch, batch, warmup)
             if got is NOT_SOLVED:
                 return verdict(False, NOT_SOLVED)
-            want = reference_warmup_lr(step, base_lr, base_batch, batch, warmup)
+            want = _expected_lr(step, base_lr, base_batch, batch, warmup)
             if math.isclose(float(got), want, rel_tol=1e-6):
                 continue
             hint = _diagnose_warmup(fn, step, base_lr, base_batch, batch, warmup)
@@ -52,7 +54,7 @@ def _diagnose_warmup(fn, step, base_lr, base_batch, batch, warmup) -> str:
         return "Goyal's warmup starts at the base lr, not at 0"
     return (
         f"at update {step} of {warmup} expected "
-        f"{reference_warmup_lr(step, base_lr, base_batch, batch, warmup):.6g}"
+        f"{_expected_lr(step, base_lr, base_batch, batch, warmup):.6g}"
     )
 
 
@@ -67,12 +69,18 @@ _DISTANCE_CASES = [
 
 def check_curve_distance(fn) -> bool:
     """fn(curve, reference) -> mean |curve - reference|, non-finite or >10 losses taken as 10."""
+    if own_answer_name(fn):
+        return verdict(False, message(own_answer_name(fn)))
     for curve, reference in _DISTANCE_CASES:
-        got = attempt(fn, list(curve), list(reference))
+        want = curve_distance(curve, reference)
+        try:
+            with refusing():
+                got = attempt(fn, list(curve), list(reference))
+        except OwnAnswerUsed as refused:
+            return verdict(False, str(refused))
         if got is NOT_SOLVED:
             return verdict(False, NOT_SOLVED)
         got = float(got)
-        want = curve_distance(curve, reference)
         if math.isclose(got, want, rel_tol=1e-9, abs_tol=1e-12):
             continue
         return verdict(False, f"{DISTANCE_CLAIM}: {_diagnose_distance(got, curve, reference)}")

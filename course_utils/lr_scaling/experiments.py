@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 import torch
 
+from ..core.own_answers import own_answer
+
 RULES = ("unscaled", "scaled", "warmup", "sqrt")  # the rules every batch size runs under
 CONTROLS = ("capped",)  # beyond the limit: the lr capped, for the epoch budget or more updates
 RULE_LABELS = {
@@ -193,6 +195,7 @@ scaling_trial.metrics = [
 ]
 
 
+@own_answer("curve_distance")
 def curve_distance(curve, reference, cap: float = 10.0) -> float:
     """Mean absolute gap between two per-epoch loss curves, in nats.
 

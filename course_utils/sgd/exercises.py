@@ -7,6 +7,7 @@ import math
 import torch
 
 from ..core.checks import NOT_SOLVED, attempt, verdict
+from ..core.own_answers import OwnAnswerUsed, message, own_answer, own_answer_name, refusing
 from .sweep import train_trial
 from .sweep_config import SweepConfigError, validate
 
@@ -37,8 +38,10 @@ def check_updates_per_epoch(fn) -> bool:
     )
 
 
-def reference_sgd_epoch(w, X, y, lr, batch_size, order):
-    """One pass of mini-batch SGD on the mean squared error 0.5 * (x.w - y)^2."""
+@own_answer("sgd_epoch")
+def _expected_epoch(w, X, y, lr, batch_size, order):
+    """One pass of mini-batch SGD on the mean squared error 0.5 * (x.w - y)^2: what the
+    checker compares with, refused to a learner's function that calls it."""
     w = w.clone()
     for start in range(0, len(order), batch_size):
         batch = order[start : start + batch_size]
@@ -58,13 +61,19 @@ def _problem(seed: int, n: int = 50, d: int = 4):
 
 def check_sgd_epoch(fn) -> bool:
     """fn(w, X, y, lr, batch_size, order) -> w after one pass; compared with the reference."""
+    if own_answer_name(fn):
+        return verdict(False, message(own_answer_name(fn)))
     for seed, batch_size in ((0, 1), (1, 8), (2, 50), (3, 7)):
         X, y, w0, order = _problem(seed)
-        got = attempt(fn, w0.clone(), X, y, 0.05, batch_size, order)
+        try:
+            with refusing():
+                got = attempt(fn, w0.clone(), X, y, 0.05, batch_size, order)
+        except OwnAnswerUsed as refused:
+            return verdict(False, str(refused))
         if got is NOT_SOLVED:
             return verdict(False, NOT_SOLVED)
         got = torch.as_tensor(got, dtype=torch.float64)
-        want = reference_sgd_epoch(w0, X, y, 0.05, batch_size, order)
+        want = _expected_epoch(w0, X, y, 0.05, batch_size, order)
         if got.shape == want.shape and torch.allclose(got, want, atol=1e-8):
             continue
         return verdict(False, f"{EPOCH_CLAIM}: {_diagnose(got, X, y, w0, batch_size, order)}")
@@ -78,14 +87,14 @@ def _diagnose(got, X, y, w0, batch_size, order) -> str:
         return f"return the weights, shape {tuple(w0.shape)}, not {tuple(got.shape)}"
     if torch.allclose(got, w0 - 0.05 * mean_grad):
         return "that is one full-batch GD step; update after every mini-batch"
-    if torch.allclose(got, reference_sgd_epoch(w0, X, y, -0.05, batch_size, order)):
+    if torch.allclose(got, _expected_epoch(w0, X, y, -0.05, batch_size, order)):
         return "the step goes uphill; subtract lr * gradient"
-    summed = reference_sgd_epoch(w0, X, y, 0.05 * batch_size, batch_size, order)
+    summed = _expected_epoch(w0, X, y, 0.05 * batch_size, batch_size, order)
     if batch_size > 1 and torch.allclose(got, summed):
         return "divide the batch's summed gradient by the batch size (use the mean)"
     if len(order) % batch_size:
         whole = order[: len(order) - len(order) % batch_size]
-        if torch.allclose(got, reference_sgd_epoch(w0, X, y, 0.05, batch_size, whole)):
+        if torch.allclose(got, _expected_epoch(w0, X, y, 0.05, batch_size, whole)):
             return "the last, smaller batch was skipped; it is part of the pass"
     return "the weights differ from one pass of mini-batch SGD in `order`"
 

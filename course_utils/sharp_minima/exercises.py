@@ -67,7 +67,7 @@ def check_top_eigenvalue(fn) -> bool:
     return verdict(True, EIGEN_CLAIM)
 
 
-def reference_box_sharpness(curvature, center, floor, w, epsilon, scaled_box=True) -> float:
+def _expected_sharpness(curvature, center, floor, w, epsilon, scaled_box=True) -> float:
     """Keskar's sharpness of a diagonal quadratic, exactly: the worst corner of the box.
 
     `scaled_box=False` gives the common mistake of a box of plain width epsilon.
@@ -103,7 +103,7 @@ def check_box_sharpness(fn) -> bool:
         if got is NOT_SOLVED:
             return verdict(False, NOT_SOLVED)
         got = float(got)
-        if math.isclose(got, reference_box_sharpness(*case), rel_tol=1e-6):
+        if math.isclose(got, _expected_sharpness(*case), rel_tol=1e-6):
             continue
         return verdict(False, f"{SHARPNESS_CLAIM}: {_diagnose(got, case)}")
     return verdict(True, SHARPNESS_CLAIM)
@@ -111,13 +111,13 @@ def check_box_sharpness(fn) -> bool:
 
 def _diagnose(got: float, case) -> str:
     curvature, center, floor, w, epsilon = case
-    want = reference_box_sharpness(*case)
+    want = _expected_sharpness(*case)
     at_w = float(_quadratic(curvature, center, floor)(torch.tensor(w, dtype=torch.float64)))
     if math.isclose(got, want / 100, rel_tol=1e-6):
         return "report percent: multiply by 100"
     if math.isclose(got, want * (1 + at_w), rel_tol=1e-6):
         return "divide the rise by 1 + f(w), as Keskar does, so that it is relative"
-    if math.isclose(got, reference_box_sharpness(*case, scaled_box=False), rel_tol=1e-6):
+    if math.isclose(got, _expected_sharpness(*case, scaled_box=False), rel_tol=1e-6):
         return "each weight may move by epsilon * (|w_i| + 1), not by epsilon"
     if 0 <= got < want:
         return "below the largest rise: try the box's corners, y_i = +-epsilon * (|w_i| + 1)"

@@ -30,3 +30,5 @@ SWEEP_CONFIG = {
     "budget": 6,
     "seed": 0,
 }
+
+my_config = SWEEP_CONFIG  # the notebook's name for it (`grade --with-solutions` uses it)

@@ -49,3 +49,8 @@ def tree_allreduce(t: torch.Tensor) -> torch.Tensor:
         elif rank % (2 * distance) == distance:
             dist.recv(t, rank - distance)
     return t
+
+
+# The notebook's names for them (`python -m course_utils grade --with-solutions` uses these).
+my_ring_allreduce = ring_allreduce
+my_tree_allreduce = tree_allreduce

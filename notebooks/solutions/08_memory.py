@@ -24,3 +24,6 @@ def shard_optimizer_step(params, grad, state, lr):
     gathered = torch.empty(shard * world)
     dist.all_gather_into_tensor(gathered, updated)
     return gathered[:numel]
+
+
+my_shard_step = shard_optimizer_step  # the notebook's name (`grade --with-solutions` uses it)

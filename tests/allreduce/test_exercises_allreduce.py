@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.distributed as dist
-from reference import load_solution
+from reference import load_solution, needs_solutions
 
 from course_utils.allreduce.exercises import check_ring, check_tree, message_depth
 
@@ -223,6 +223,7 @@ def chain_tree(t):
     return t
 
 
+@needs_solutions
 def test_the_ring_runs_on_3_and_5_ranks_and_on_empty_chunks(capsys):
     def ring_for_4_only(t):
         return _solution().ring_allreduce(t) if dist.get_world_size() == 4 else t
@@ -263,7 +264,9 @@ def no_communication(t):
     [
         (check_tree, star_tree, ["a star", "rank 0 sends to every rank", "parameter server"]),
         (check_tree, chain_tree, ["a chain", "6 message hops, where a tree needs at most 4"]),
-        (check_tree, tree_run_twice, ["sent more than 3 whole tensors"]),
+        pytest.param(
+            check_tree, tree_run_twice, ["sent more than 3 whole tensors"], marks=needs_solutions
+        ),
         (check_tree, no_communication, ["no rank holds the right sum", "exactly once"]),
         (check_ring, sums_on_rank_0_only, ["only rank 0 holds", "add the all-gather phase"]),
     ],
@@ -279,3 +282,18 @@ def test_returning_something_else_is_caught(capsys):
     assert "must return the summed tensor, not a list" in _line(capsys)
     assert not check_ring(lambda t: t.reshape(1, -1), timeout=TIMEOUT)
     assert "returned a tensor of shape (1, 22)" in _line(capsys)
+
+
+@pytest.mark.parametrize("kind, checker", [("ring", check_ring), ("tree", check_tree)])
+def test_the_course_own_algorithm_is_refused(capsys, kind, checker):
+    from course_utils.allreduce import ALGORITHMS
+
+    assert not checker(ALGORITHMS[kind], timeout=TIMEOUT)
+    assert _line(capsys) == f"✗ this is the course's own {kind}: write yours"
+
+
+def test_a_ring_that_calls_the_course_ring_is_refused_on_the_ranks(capsys):
+    from course_utils.allreduce import ALGORITHMS
+
+    assert not check_ring(lambda t: ALGORITHMS["ring"](t), timeout=TIMEOUT)
+    assert _line(capsys) == "✗ this is the course's own ring: write yours"

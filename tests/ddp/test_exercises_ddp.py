@@ -54,3 +54,23 @@ def test_counting_mistakes_are_explained(capsys):
     assert lines[0] == "✗ not solved yet"
     assert "N times fewer updates" in lines[1]
     assert "drop_last" in lines[2]
+
+
+def test_the_course_own_answers_are_refused(capsys):
+    from course_utils.ddp import equivalence
+
+    assert not check_average_gradients(equivalence.average_gradients)
+    assert not check_updates_per_epoch(equivalence.steps_per_epoch)
+    assert not check_updates_per_epoch(lambda s, n, b: equivalence.steps_per_epoch(s, n, b))
+    assert _failures(capsys) == [
+        "✗ this is the course's own average_gradients: write yours",
+        "✗ this is the course's own steps_per_epoch: write yours",
+        "✗ this is the course's own steps_per_epoch: write yours",
+    ]
+
+
+def test_averaging_that_calls_the_course_own_is_refused_on_the_ranks(capsys):
+    from course_utils import ddp
+
+    assert not check_average_gradients(lambda model: ddp.average_gradients(model), steps=2)
+    assert _failures(capsys) == ["✗ this is the course's own average_gradients: write yours"]

@@ -93,3 +93,11 @@ def test_curve_distance_mistakes(capsys):
     assert "the mean, not the sum" in total
     assert "must count as 10" in nan
     assert "cap losses at 10" in cap
+
+
+def test_the_course_own_curve_distance_is_refused(capsys):
+    from course_utils.lr_scaling import experiments
+
+    assert not check_curve_distance(experiments.curve_distance)
+    assert not check_curve_distance(lambda c, r: experiments.curve_distance(c, r))
+    assert _lines(capsys) == ["✗ this is the course's own curve_distance: write yours"] * 2

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.distributed as dist
-from reference import load_solution
+from reference import load_solution, needs_solutions
 
 from course_utils.memory.exercises import MOMENTUM, check_shard_optimizer
 
@@ -85,7 +85,7 @@ def floor_division_shards(params, grad, state, lr):
     "learner, named",
     [
         (every_rank_steps_every_shard, "every rank steps every shard"),
-        (averaged_twice, "averaged twice"),
+        pytest.param(averaged_twice, "averaged twice", marks=needs_solutions),
         (never_gathered, "never gathered"),
         (floor_division_shards, "uneven"),
     ],

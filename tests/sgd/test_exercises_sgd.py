@@ -11,8 +11,16 @@ from course_utils.sgd.exercises import (
     check_sgd_epoch,
     check_sweep_config,
     check_updates_per_epoch,
-    reference_sgd_epoch,
 )
+
+
+def reference_sgd_epoch(w, X, y, lr, batch_size, order):
+    """The tests' own pass of mini-batch SGD: the checker refuses the course's."""
+    w = w.clone()
+    for start in range(0, len(order), batch_size):
+        batch = order[start : start + batch_size]
+        w -= lr * X[batch].T @ (X[batch] @ w - y[batch]) / len(batch)
+    return w
 
 
 @pytest.fixture(scope="module")
@@ -106,3 +114,11 @@ def test_sweep_config_budget_batches_and_metric(solution, capsys):
     assert "set budget to 6 trials" in budget
     assert "batch_size: {'values': [16, 64]}" in batch
     assert "optimise 'val_acc'" in metric
+
+
+def test_the_checker_own_epoch_is_refused(capsys):
+    from course_utils.sgd import exercises
+
+    assert not check_sgd_epoch(exercises._expected_epoch)
+    assert not check_sgd_epoch(lambda *args: exercises._expected_epoch(*args))
+    assert _lines(capsys) == ["✗ this is the course's own sgd_epoch: write yours"] * 2

@@ -1,0 +1,74 @@
+"""Which cells of a notebook are its exercises: the release clears them, the grade runs them.
+
+An exercise cell is a code cell below the notebook's "## Exercises" (or "## Exercise")
+heading whose source calls a checker, `<chapter>.check_<name>(...)`. Both conditions
+matter: a chapter may call a checker in its prose to show a mistake (05 feeds
+`check_ring` a ring that deadlocks), and the cells below the heading that call no
+checker are the exercises' explanations, not exercises.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+
+HEADING = re.compile(r"^##\s+Exercises?\s*$", re.MULTILINE)
+CHECKER_CALL = re.compile(r"\bcheck_(\w+)\s*\(")
+
+
+@dataclass(frozen=True)
+class Exercise:
+    index: int  # the cell's position in the notebook
+    name: str  # the checker's name without check_: "ring", "largest_square"
+    defines: tuple[str, ...]  # what the cell defines for the checker: functions, classes, names
+
+
+def exercises(nb) -> list[Exercise]:
+    """The notebook's exercise cells, in order (none when it has no Exercises heading)."""
+    start = next(
+        (
+            i
+            for i, cell in enumerate(nb.cells)
+            if cell.cell_type == "markdown" and HEADING.search(cell.source)
+        ),
+        None,
+    )
+    if start is None:
+        return []
+    found = []
+    for index in range(start + 1, len(nb.cells)):
+        cell = nb.cells[index]
+        calls = CHECKER_CALL.findall(cell.source) if cell.cell_type == "code" else []
+        if calls:
+            found.append(Exercise(index, calls[-1], defined_names(cell.source)))
+    return found
+
+
+def defined_names(source: str) -> tuple[str, ...]:
+    """Top-level functions, classes and assigned names of a cell (what a solution replaces)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return ()
+    names = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.append(node.name)
+        elif isinstance(node, ast.Assign):
+            names += [t.id for t in node.targets if isinstance(t, ast.Name)]
+    return tuple(names)
+
+
+def clear_outputs(nb) -> int:
+    """Empty the exercise cells' stored outputs and execution counts; how many were cleared.
+
+    nbval compares no cell whose stored copy was never run, so a learner's `make test`
+    passes whatever their exercise cells print.
+    """
+    cleared = exercises(nb)
+    for exercise in cleared:
+        cell = nb.cells[exercise.index]
+        cell.outputs = []
+        cell.execution_count = None
+    return len(cleared)
