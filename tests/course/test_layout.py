@@ -242,3 +242,13 @@ def test_the_bench_command_finds_every_chapters_benchmark():
     for module in found.values():
         assert module.__name__.rsplit(".", 1)[-1].startswith("bench")
         assert callable(module.run) and callable(module.add_arguments) and module.HELP
+
+
+def test_every_test_file_has_a_name_of_its_own():
+    """pytest imports test files by their bare name (the folders have no __init__.py): a
+    second test_x.py anywhere stops the whole collection with 'import file mismatch'."""
+    from collections import Counter
+    from pathlib import Path
+
+    names = Counter(p.name for p in Path(__file__).resolve().parents[1].rglob("test_*.py"))
+    assert not [name for name, count in names.items() if count > 1]
