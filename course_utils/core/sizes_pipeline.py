@@ -27,10 +27,10 @@ class PipelineSizes:
     heavy_factor: float = 2.0
     micro_batch_size: int = 8  # samples per micro-batch (MNIST-1D)
     hidden: int = 32  # width of the small real layer inside every stage
-    real_width: int = 2048  # real-compute bubble: equal stages this wide (~25 ms forward on
-    # 256 samples); 16 MiB of weights per stage, so that two stages computing at once do not
+    real_width: int = 2048  # real-compute bubble: equal stages this wide (~12 ms forward on
+    # 128 samples); 16 MiB of weights per stage, so that two stages computing at once do not
     # slow each other (at 4096 x 128 they did, by 3-9%, and the bubble at M = 16 drifted)
-    real_micro_batch_size: int = 256
+    real_micro_batch_size: int = 128  # 256 took 25 s more of notebook 06 for the same verdicts
     real_repeats: int = 2  # steps per M, each timed on the ranks' link clocks (CPU time +
     # waits); the least idle counts: a stage that the shared machine slowed for a moment
     # only ever adds idle time, and at M = 16 1% of imbalance adds 5% to the bubble
