@@ -36,6 +36,7 @@ class Report:
     peak_pss_mib: float | None = None  # the kernel and its ranks at their largest
     # cells that ran longer than SLOW_CELL seconds and showed no progress bar meanwhile
     slow_cells: list[str] = field(default_factory=list)
+    cell_seconds: dict[int, float] = field(default_factory=dict)  # cells of a second or more
 
     @property
     def ok(self) -> bool:
@@ -102,6 +103,11 @@ def execute(
                 report.not_judged += 1
             if line.startswith(FAIL) and line != f"{FAIL} {NOT_SOLVED}":
                 report.failed_verdicts.append(f"cell {index}: {line}")
+    report.cell_seconds = {
+        i: round(seconds, 1)
+        for i, cell in enumerate(nb.cells)
+        if (seconds := _cell_seconds(cell)) >= 1.0
+    }
     report.slow_cells = [
         f"cell {i}: {seconds:.0f} s, no progress bar"
         for i, cell in enumerate(nb.cells)
