@@ -19,18 +19,29 @@ def _as_number(fn):
     return value.item() if isinstance(value, torch.Tensor) else value
 
 
-def check_largest_square(fn, world_size: int = 4, timeout: float = 20) -> bool:
-    """Run the learner's function on `world_size` ranks; explain the usual mistakes."""
+def check_largest_square(fn, world_sizes=(3, 4), timeout: float = 20) -> bool:
+    """Run the learner's function on each number of ranks in turn (an answer typed in for
+    one of them fails at the other); explain the usual mistakes."""
+    sizes = (world_sizes,) if isinstance(world_sizes, int) else tuple(world_sizes)
+    for world_size in sizes:
+        problem = _problem(fn, world_size, timeout)
+        if problem:
+            return verdict(False, problem)
+    return verdict(True, CLAIM)
+
+
+def _problem(fn, world_size: int, timeout: float) -> str | None:
     try:
         results = launch(_as_number, world_size, args=(fn,), timeout=timeout, backend="gloo")
     except LaunchError as exc:
-        return verdict(False, f"{CLAIM}: a rank failed ({exc.exc_type or 'it died'}), see above")
+        return f"{CLAIM}: a rank failed ({exc.exc_type or 'it died'}), see above"
     if NOT_SOLVED in results:
-        return verdict(False, NOT_SOLVED)
+        return NOT_SOLVED
     if results == [world_size**2] * world_size:
-        return verdict(True, CLAIM)
+        return None
+    where = f" (on {world_size} ranks)"
     if results == [(r + 1) ** 2 for r in range(world_size)]:
-        return verdict(False, f"{CLAIM}: each rank kept its own value; call dist.all_reduce")
+        return f"{CLAIM}: each rank kept its own value; call dist.all_reduce{where}"
     if results == [sum((r + 1) ** 2 for r in range(world_size))] * world_size:
-        return verdict(False, f"{CLAIM}: that is the sum; pass op=dist.ReduceOp.MAX")
-    return verdict(False, f"{CLAIM}: the ranks returned {results}")
+        return f"{CLAIM}: that is the sum; pass op=dist.ReduceOp.MAX{where}"
+    return f"{CLAIM}: the ranks returned {results}{where}"

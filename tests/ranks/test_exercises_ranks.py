@@ -14,7 +14,7 @@ def _solution():
 
 
 def test_reference_solution_passes(capsys):
-    assert check_largest_square(_solution(), world_size=3)
+    assert check_largest_square(_solution())
     assert capsys.readouterr().out.startswith("✓")
 
 
@@ -33,10 +33,19 @@ def summed():
 
 
 def test_mistakes_are_explained(capsys):
-    assert not check_largest_square(unsolved, world_size=2)
-    assert not check_largest_square(kept_own, world_size=2)
-    assert not check_largest_square(summed, world_size=2)
+    assert not check_largest_square(unsolved, world_sizes=2)
+    assert not check_largest_square(kept_own, world_sizes=2)
+    assert not check_largest_square(summed, world_sizes=2)
     lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("✗")]
     assert lines[0] == "✗ not solved yet"
     assert "call dist.all_reduce" in lines[1]
     assert "ReduceOp.MAX" in lines[2]
+
+
+def _sixteen():
+    return 16
+
+
+def test_an_answer_typed_in_for_four_ranks_fails_on_three(capsys):
+    assert not check_largest_square(_sixteen)
+    assert "(on 3 ranks)" in capsys.readouterr().out
