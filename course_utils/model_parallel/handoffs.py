@@ -16,7 +16,7 @@ import torch.distributed as dist
 from ..network import wire as links
 from .schedules import BACKWARD, FORWARD
 
-__all__ = ["Handoffs"]
+__all__ = ["Handoffs", "Mailbox"]
 
 
 class Handoffs:
@@ -65,4 +65,48 @@ class Handoffs:
 
     def finish(self) -> None:
         for _, handle in self.sends:
+            handle.wait()
+
+
+class Mailbox:
+    """The same rule for a rank with several chunks (interleaved 1F1B, zero bubble), where
+    `incoming[key]` is (shape, peer, tag) of what op `key` receives: on gloo every receive
+    is posted at once and each send goes at once; on NCCL a send waits for the next
+    receive, or the end of the step, and goes in one batch with it."""
+
+    def __init__(self, incoming: dict, dev: torch.device):
+        self.incoming, self.dev = incoming, dev
+        self.ahead = not links.batches_point_to_point()
+        self.inbox: dict = {}
+        self.outbox: list = []
+        self.sends: list = []
+        for key in incoming if self.ahead else ():
+            self._post(key)
+
+    def _post(self, key=None) -> None:
+        ops = [("send", t, peer, tag) for t, peer, tag in self.outbox]
+        if key is not None:
+            shape, peer, tag = self.incoming[key]
+            ops.append(("recv", torch.empty(shape, device=self.dev), peer, tag))
+        handles = links.start(*ops) if ops else []
+        self.sends += [h for op, h in zip(ops, handles, strict=True) if op[0] == "send"]
+        if key is not None:
+            self.inbox[key] = ops[-1][1], handles[-1]
+        self.outbox = []
+
+    def send(self, t: torch.Tensor, peer: int, tag: int) -> None:
+        self.outbox.append((t, peer, tag))
+        if self.ahead:
+            self._post()
+
+    def take(self, key) -> tuple[torch.Tensor, object]:
+        """Op `key`'s buffer and the handle to wait on (posted now, with the waiting sends,
+        where it was not posted ahead)."""
+        if key not in self.inbox:
+            self._post(key)
+        return self.inbox.pop(key)
+
+    def finish(self) -> None:
+        self._post()
+        for handle in self.sends:
             handle.wait()

@@ -23,6 +23,7 @@ from torch import nn
 from ..network import wire as links
 from ..ranks.bootstrap import device
 from .activations import HeldActivations
+from .handoffs import Mailbox
 from .pipeline import import_autograd_extras, mlp, serial_step, split
 from .schedule_check import check_orders
 from .schedule_play import ChunkEvent, source
@@ -115,23 +116,21 @@ def _train_rank(model, schedule, chunks, microbatches, x, y, steps, lr, now) -> 
         piece.zero_grad(set_to_none=True)
     held = HeldActivations(nn.ModuleList(pieces))
     result = RankSteps(rank, [], [], 0, 0, [], [])
+    incoming_of = {}  # (kind, i, c): (buffer shape, peer, tag) of what that op receives
+    for kind, i, c in order:
+        src = source(rank, kind, c, k, v)
+        if kind != WEIGHT and src is not None:
+            g = src[1] * k + src[0]
+            shape = shapes[g + 1] if kind == FORWARD else shapes[g]
+            incoming_of[kind, i, c] = shape, src[0], _tag(kind, i, g, microbatches)
     for step in range(steps):
-        inbox = {}
-        for kind, i, c in order:  # post every receive at once: data lands while we compute
-            src = source(rank, kind, c, k, v)
-            if kind != WEIGHT and src is not None:
-                g = src[1] * k + src[0]
-                buf = torch.empty(shapes[g + 1] if kind == FORWARD else shapes[g], device=dev)
-                inbox[kind, i, c] = (
-                    buf,
-                    links.irecv(buf, src[0], tag=_tag(kind, i, g, microbatches)),
-                )
-        stash, kept, sends, events, loss = {}, {}, [], [], 0.0
+        box = Mailbox(incoming_of, dev)
+        stash, kept, events, loss = {}, {}, [], 0.0
         dist.barrier()
         t0 = links.restart()
 
-        def receive(key, inbox=inbox, events=events, t0=t0):
-            buf, handle = inbox.pop(key)
+        def receive(key, box=box, events=events, t0=t0):
+            buf, handle = box.take(key)
             began = now()
             handle.wait()
             events.append(ChunkEvent(rank, WAIT, -1, began - t0, now() - t0))
@@ -139,8 +138,7 @@ def _train_rank(model, schedule, chunks, microbatches, x, y, steps, lr, now) -> 
 
         for kind, i, c in order:
             g = c * k + rank
-            needs = (kind, i, c) in inbox
-            incoming = receive((kind, i, c)) if needs else None
+            incoming = receive((kind, i, c)) if (kind, i, c) in incoming_of else None
             start = now()
             if kind == FORWARD:
                 inp = (xs[i] if g == 0 else incoming).requires_grad_()
@@ -170,11 +168,10 @@ def _train_rank(model, schedule, chunks, microbatches, x, y, steps, lr, now) -> 
             events.append(ChunkEvent(rank, kind, i, start - t0, now() - t0, chunk=c))
             if out is not None:
                 to = g + 1 if kind == FORWARD else g - 1
-                sends.append((out, links.isend(out, to % k, tag=_tag(kind, i, g, microbatches))))
+                box.send(out, to % k, _tag(kind, i, g, microbatches))
                 if step == 0:
                     result.sent.append((kind, i, g))
-        for _, handle in sends:
-            handle.wait()
+        box.finish()
         with torch.no_grad():
             for p in (p for piece in pieces for p in piece.parameters()):
                 p -= lr * p.grad
