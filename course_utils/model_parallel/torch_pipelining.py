@@ -37,7 +37,9 @@ CLASSES = {
     "interleaved": "ScheduleInterleaved1F1B",
     "zb-h1": "ScheduleInterleavedZeroBubble",
 }
-_KINDS = {"F": "F", "B": "B", "I": "B", "W": "W"}  # PyTorch's I is the course's split B
+# by the action's name, not its value: the values are ints in torch 2.8, "F" in 2.14;
+# PyTorch's BACKWARD_INPUT is the course's split B
+_KINDS = {"FORWARD": "F", "FULL_BACKWARD": "B", "BACKWARD_INPUT": "B", "BACKWARD_WEIGHT": "W"}
 
 
 class _StageStandIn:
@@ -74,9 +76,9 @@ def torch_orders(schedule: str, stages: int, microbatches: int, chunks: int = 2)
 def _as_ops(pipeline_order, stages: int):
     return [
         [
-            (_KINDS[a.computation_type.value], a.microbatch_index, a.stage_index // stages)
+            (_KINDS[a.computation_type.name], a.microbatch_index, a.stage_index // stages)
             for a in pipeline_order[r]
-            if a is not None and a.computation_type.value in _KINDS
+            if a is not None and a.computation_type.name in _KINDS
         ]
         for r in range(stages)
     ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import sys
 import time
@@ -18,6 +19,13 @@ from multiprocessing.connection import wait
 from . import diagnosis
 
 _DUMP_WAIT = 1.0  # seconds for hung ranks to print where they are stuck
+# what gloo itself prints on every rank as a group connects, in some torch releases (2.10):
+# never the learner's, and in front of a command's JSON it would make it unreadable
+_GLOO_CONNECTED = re.compile(rb"^\[Gloo\] Rank \d+ is connected to \d+ peer ranks")
+
+
+def is_gloo_noise(line: bytes) -> bool:
+    return bool(_GLOO_CONNECTED.match(line))
 
 
 def show_held(ranks: list) -> None:
@@ -42,6 +50,8 @@ def read_output(rk, fd: int) -> None:
     lines = (entry[1] + chunk).split(b"\n")
     entry[1] = lines.pop()
     for line in lines:
+        if is_gloo_noise(line):
+            continue
         if rk.released:
             _emit(rk.rank, entry[0], line)
         else:

@@ -432,3 +432,12 @@ def test_an_interrupt_during_the_cleanup_of_a_finished_launch_gives_the_message(
     with pytest.raises(KeyboardInterrupt, match="all 2 ranks stopped; nothing is left running"):
         launching.launch(os.getpid, 2)
     assert launching.live_children() == []
+
+
+def test_gloo_s_connection_lines_are_not_shown():
+    from course_utils.ranks.rank_output import is_gloo_noise
+
+    line = b"[Gloo] Rank 0 is connected to 3 peer ranks. Expected number of connected peer ranks"
+    assert is_gloo_noise(line + b" is : 3")
+    assert not is_gloo_noise(b"[Gloo] something the learner should see")
+    assert not is_gloo_noise(b"rank 0 is connected to 3 peer ranks")
