@@ -7,7 +7,7 @@ the first mistake it finds, and returns whether it passed; it never raises at th
 
 from __future__ import annotations
 
-from ..core.checks import NOT_SOLVED, attempt, verdict
+from ..core.checks import NOT_SOLVED, attempt, first_problem_verdict
 from .schedule_check import check_rank_order
 from .schedule_play import peak_held, play_out
 from .schedules import one_f_one_b_order
@@ -64,16 +64,12 @@ def _interleaved_problem(fn, stages: int, microbatches: int, chunks: int):
 
 def check_interleaved_order(interleaved_order) -> bool:
     """`interleaved_order(rank, stages, microbatches, chunks)` lists ("F"|"B", i, chunk)."""
-    for stages, microbatches, chunks in INTERLEAVED_CASES:
-        try:
-            problem = _interleaved_problem(interleaved_order, stages, microbatches, chunks)
-        except Exception as error:
-            return verdict(False, f"interleaved_order raised {type(error).__name__}: {error}")
-        if problem is NOT_SOLVED:
-            return verdict(False, NOT_SOLVED)
-        if problem:
-            return verdict(False, problem)
-    return verdict(True, "interleaved_order gives a bubble of (K-1)/(v·M+K-1) on every pipeline")
+    return first_problem_verdict(
+        "interleaved_order",
+        lambda *case: _interleaved_problem(interleaved_order, *case),
+        INTERLEAVED_CASES,
+        "interleaved_order gives a bubble of (K-1)/(v·M+K-1) on every pipeline",
+    )
 
 
 def _split_problem(fn, stages: int, microbatches: int):
@@ -118,13 +114,9 @@ def check_split_backward(split_backward) -> bool:
     """`split_backward(order)` takes a stage's 1F1B order of ("F", i) and ("B", i) and returns
     it with a ("W", i) after each ("B", i) (B now the input gradient only) and ("step",),
     the optimizer step, once every W is done."""
-    for stages, microbatches in SPLIT_CASES:
-        try:
-            problem = _split_problem(split_backward, stages, microbatches)
-        except Exception as error:
-            return verdict(False, f"split_backward raised {type(error).__name__}: {error}")
-        if problem is NOT_SOLVED:
-            return verdict(False, NOT_SOLVED)
-        if problem:
-            return verdict(False, problem)
-    return verdict(True, "split_backward runs each W after its B and before the optimizer step")
+    return first_problem_verdict(
+        "split_backward",
+        lambda *case: _split_problem(split_backward, *case),
+        SPLIT_CASES,
+        "split_backward runs each W after its B and before the optimizer step",
+    )

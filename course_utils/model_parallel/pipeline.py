@@ -234,17 +234,7 @@ def run_pipeline(
 
     get_schedule(schedule)
     model = model if model is not None else default_model(stages, hidden=hidden)
-    if x is None:
-        gen = torch.Generator().manual_seed(seed)
-        first = next(model.parameters()).shape[1]
-        x = torch.randn(microbatches * micro_batch_size, first, generator=gen)  # cpu: sent to ranks
-        classes = list(model.parameters())[-1].shape[0]
-        y = torch.randint(0, classes, (len(x),), generator=gen)  # cpu: sent to ranks
-    if len(x) % microbatches:
-        raise ValueError(
-            f"a batch of {len(x)} samples does not cut into {microbatches} equal micro-batches; "
-            f"use a batch size that is a multiple of {microbatches}."
-        )
+    x, y = batch_for(model, microbatches, micro_batch_size, seed, x, y)
     if stage_cost is not None and len(stage_cost) != stages:
         raise ValueError(f"stage_cost has {len(stage_cost)} entries for {stages} stages.")
     split(model, stages)  # refuse an impossible cut here, not on every rank
@@ -274,6 +264,23 @@ def run_pipeline(
         peak_bytes=tuple(r.peak_bytes for r in results),
     )
     return PipelineRun(timeline, results[-1].loss, [g for r in results for g in r.grads])
+
+
+def batch_for(model, microbatches: int, micro_batch_size: int, seed: int, x=None, y=None):
+    """`x, y`, or a random batch of `microbatches` x `micro_batch_size` samples for `model`'s
+    inputs and classes; refused unless it cuts into equal micro-batches."""
+    if x is None:
+        gen = torch.Generator().manual_seed(seed)
+        first = next(model.parameters()).shape[1]
+        x = torch.randn(microbatches * micro_batch_size, first, generator=gen)  # cpu: sent to ranks
+        classes = list(model.parameters())[-1].shape[0]
+        y = torch.randint(0, classes, (len(x),), generator=gen)  # cpu: sent to ranks
+    if len(x) % microbatches:
+        raise ValueError(
+            f"a batch of {len(x)} samples does not cut into {microbatches} equal micro-batches; "
+            f"use a batch size that is a multiple of {microbatches}."
+        )
+    return x, y
 
 
 def serial_step(model: nn.Sequential, x: torch.Tensor, y: torch.Tensor):

@@ -24,7 +24,7 @@ from ..network import wire as links
 from ..ranks.bootstrap import device
 from .activations import HeldActivations
 from .handoffs import Mailbox
-from .pipeline import import_autograd_extras, mlp, serial_step, split
+from .pipeline import batch_for, import_autograd_extras, mlp, serial_step, split
 from .schedule_check import check_orders
 from .schedule_play import ChunkEvent, source
 from .schedules import WAIT, Timeline
@@ -220,16 +220,7 @@ def train_pipeline(
     sched = plan(schedule, chunks)
     if model is None:
         model = mlp([40] + [hidden] * (stages * max(2, chunks) - 1) + [10], seed=seed)
-    if x is None:
-        gen = torch.Generator().manual_seed(seed)
-        first = next(model.parameters()).shape[1]
-        x = torch.randn(microbatches * micro_batch_size, first, generator=gen)  # cpu: sent to ranks
-        classes = list(model.parameters())[-1].shape[0]
-        y = torch.randint(0, classes, (len(x),), generator=gen)  # cpu: sent to ranks
-    if len(x) % microbatches:
-        raise ValueError(
-            f"a batch of {len(x)} samples does not cut into {microbatches} equal micro-batches."
-        )
+    x, y = batch_for(model, microbatches, micro_batch_size, seed, x, y)
     split(model, stages * sched.chunks)  # refuse an impossible cut here, not on every rank
     check_orders(sched.orders(stages, microbatches), stages, microbatches, sched.chunks)
     import_autograd_extras()
