@@ -61,7 +61,9 @@ def _measure_on_rank(widths, setting: str, x, y, lr: float) -> dict:
         step(1)
     gathers = sum(1 for e in prof.events() if e.name.startswith("FSDP::all_gather ("))
     held = sum(p.to_local().untyped_storage().nbytes() for p in model.parameters())
-    loss, _, kept = allocated_during(lambda: F.cross_entropy(model(x[2]), y[2]), device())
+    loss, _, kept = allocated_during(
+        lambda: F.cross_entropy(model(x[2]), y[2]), device(), transient=("FSDP::all_gather (",)
+    )
     loss.backward()
     return {
         "setting": setting,

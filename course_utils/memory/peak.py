@@ -36,10 +36,15 @@ def peak_bytes_during(work: Callable[[], T], device: torch.device | None = None)
 
 
 def allocated_during(
-    work: Callable[[], T], device: torch.device | None = None
+    work: Callable[[], T], device: torch.device | None = None, transient: tuple[str, ...] = ()
 ) -> tuple[T, int, int]:
     """`work()`'s result, its peak (as `peak_bytes_during`), and the bytes it still held
-    when it returned (what it allocated and never freed: a forward's saved activations)."""
+    when it returned (what it allocated and never freed: a forward's saved activations).
+
+    On a CPU the profiler sees only the thread it runs on: a buffer that a collective's
+    own thread (gloo's) happens to drop last looks never freed. `transient` names the
+    ranges (prefixes of the profiler's op names) whose buffers live only inside the step,
+    such as FSDP's all-gather output: they and their frees are left out of both counts."""
     where = torch.device(device or "cpu")
     if where.type == "cuda":
         torch.cuda.synchronize(where)
@@ -51,7 +56,7 @@ def allocated_during(
         return result, torch.cuda.max_memory_allocated(where) - before, kept
     with quiet_stderr(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         result = work()
-    changes = _allocations(prof)
+    changes = _allocations(prof, transient)
     return result, running_peak(changes), sum(changes)
 
 
@@ -64,9 +69,10 @@ def running_peak(changes) -> int:
     return peak
 
 
-def _allocations(prof) -> list[int]:
+def _allocations(prof, transient: tuple[str, ...] = ()) -> list[int]:
     """The CPU allocator's events in the order they happened, from the exported trace (its
-    documented form: instant events named '[memory]' with the bytes allocated, < 0 a free)."""
+    documented form: instant events named '[memory]' with the bytes allocated, < 0 a free,
+    at an address), less those of buffers allocated inside a `transient` range."""
     handle, path = tempfile.mkstemp(suffix=".json")
     os.close(handle)
     try:
@@ -78,4 +84,18 @@ def _allocations(prof) -> list[int]:
     memory = [
         e for e in events if e.get("name") == "[memory]" and e["args"].get("Device Type") == 0
     ]
-    return [e["args"]["Bytes"] for e in sorted(memory, key=lambda e: e["ts"])]
+    ranges = [
+        (e["ts"], e["ts"] + e.get("dur", 0))
+        for e in events
+        if e.get("ph") == "X" and e.get("name", "").startswith(transient or "\0")
+    ]
+    left_out, changes = set(), []
+    for e in sorted(memory, key=lambda e: e["ts"]):
+        address, size = e["args"].get("Addr"), e["args"]["Bytes"]
+        if size > 0 and any(start <= e["ts"] <= end for start, end in ranges):
+            left_out.add(address)
+        elif size < 0 and address in left_out:
+            left_out.discard(address)
+        else:
+            changes.append(size)
+    return changes

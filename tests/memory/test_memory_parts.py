@@ -135,6 +135,26 @@ def _peak_of(work):
     return peak.peak_bytes_during(work)
 
 
+def _kept_by(transient):
+    from torch.profiler import record_function
+
+    held = []
+
+    def work():
+        with record_function("staging (0)"):
+            held.append(torch.ones(250_000))  # cpu: 1 MB, kept past the step
+        held.append(torch.ones(25_000))  # cpu: 100 kB
+
+    return peak.allocated_during(work, transient=transient)[2]
+
+
+def test_buffers_of_a_transient_range_are_left_out_of_what_a_step_keeps():
+    counted = launch(_kept_by, 1, args=((),), backend="gloo")[0]
+    without = launch(_kept_by, 1, args=(("staging (",),), backend="gloo")[0]
+    assert 1_100_000 <= counted < 1_200_000
+    assert 100_000 <= without < 110_000
+
+
 def test_zero_peaks_follow_the_peak_formula_and_the_autocast_layout_is_fp32():
     """On 08's MLP, whose activations are small against its largest layer (on a model as
     small as ODD the formula, which counts every activation as alive at that moment,
