@@ -21,7 +21,14 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	@touch $(STAMP)
 
-lab: $(STAMP)
+# JupyterLab's settings for the course: widget state saved with the notebook, so that a
+# notebook the learner saved shows each chart and control's picture after a reopen.
+LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings/overrides.json
+$(LAB_SETTINGS): course_utils/course/lab_settings.json $(STAMP)
+	@mkdir -p $(dir $@)
+	cp $< $@
+
+lab: $(STAMP) $(LAB_SETTINGS)
 	$(BIN)/jupyter lab --notebook-dir=notebooks $(ROOT_FLAG) $(LAB_ARGS)
 
 test: lint unit notebooks

@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 DELAY = 1.0  # seconds before a bar appears: short runs (local SGD's rounds) show none
 INTERVAL = 0.2  # seconds between two redraws at most
+BAR_KEY = "course_utils/progress"  # output metadata: the last line of a bar that was shown
 
 _sink: Callable[[dict], None] | None = None  # set inside a rank: where rank 0's bar goes
 _silent = False  # set inside a rank or a trial that must not draw
@@ -40,9 +41,47 @@ def bar(total: int | None, desc: str, unit: str = "it", show: bool | None = None
         return RemoteBar(_sink, total, desc, unit)
     if show is None and not in_notebook():
         return NullBar()
+    options = dict(
+        total=total, desc=desc, unit=unit, leave=False, delay=DELAY, mininterval=INTERVAL
+    )
+    if in_notebook():
+        return _notebook_bar_class()(**options)
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, desc=desc, unit=unit, leave=False, delay=DELAY, mininterval=INTERVAL)
+    return tqdm(**options)
+
+
+def _notebook_bar_class():
+    """tqdm's notebook bar, whose output turns into plain text when it closes.
+
+    A closed tqdm widget leaves its output behind; once the notebook is saved and opened
+    with a new kernel, JupyterLab shows "Error displaying widget: model not found" there.
+    So the bar is displayed with a display id, and on closing that output is replaced: by
+    nothing visible when the work finished (the bar's last line is kept in the output's
+    metadata, where `course run` sees that a bar was shown), by the bar's last line when
+    it stopped early, so the learner sees where."""
+    from IPython.display import display
+    from tqdm.notebook import tqdm as tqdm_notebook
+
+    class NotebookBar(tqdm_notebook):
+        handle = None
+
+        def display(self, msg=None, pos=None, close=False, bar_style=None, check_delay=True):
+            due = check_delay and self.delay > 0 and not self.displayed and not close
+            super().display(msg, pos, close, bar_style, check_delay=False)
+            if due:
+                self.handle, self.displayed = display(self.container, display_id=True), True
+
+        def close(self):
+            finished = not (self.total and self.n < self.total)
+            last = str(self)
+            super().close()
+            if self.handle is not None:
+                shown = "" if finished else last
+                self.handle.update({"text/plain": shown}, metadata={BAR_KEY: last}, raw=True)
+                self.handle = None
+
+    return NotebookBar
 
 
 class NullBar:

@@ -17,6 +17,7 @@ from pathlib import Path
 import nbformat
 
 from ..core.checks import FAIL, NOT_JUDGED, NOT_SOLVED, PASS
+from ..core.progress import BAR_KEY
 from .course_map import save_key_chart
 from .memory import PeakMemory
 
@@ -135,10 +136,14 @@ def _cell_seconds(cell) -> float:
 
 
 def _showed_progress(cell) -> bool:
-    """Whether a progress bar was displayed: a widget whose text is tqdm's ("...  50%|##")."""
+    """Whether a progress bar was displayed: a widget whose text is tqdm's ("...  50%|##"),
+    or the output a closed bar left, its last line in the metadata (`progress.BAR_KEY`)."""
     return any(
-        "application/vnd.jupyter.widget-view+json" in output.get("data", {})
-        and "%|" in output["data"].get("text/plain", "")
+        BAR_KEY in output.get("metadata", {})
+        or (
+            "application/vnd.jupyter.widget-view+json" in output.get("data", {})
+            and "%|" in output["data"].get("text/plain", "")
+        )
         for output in cell.get("outputs", [])
     )
 
@@ -220,8 +225,11 @@ def store(nb, path: Path) -> None:
 
 
 def static_output(output):
-    """The output as the web shows it: a widget reduced to its picture, or dropped."""
+    """The output as the web shows it: a widget reduced to its picture, or dropped, and so
+    is what a finished progress bar left (an empty line)."""
     data = output.get("data", {})
+    if BAR_KEY in output.get("metadata", {}) and not data.get("text/plain"):
+        return None
     if data.pop("application/vnd.jupyter.widget-view+json", None) is None:
         return output
     if "image/png" in data:

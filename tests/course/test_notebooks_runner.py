@@ -141,3 +141,44 @@ def test_a_slow_cell_without_a_progress_bar_is_reported():
     assert runner._showed_progress(cell(7, [bar]))
     picture = {"output_type": "display_data", "data": {"text/plain": "Figure"}}
     assert not runner._showed_progress(cell(7, [picture]))
+
+
+def test_a_closed_bar_leaves_no_widget_behind_only_where_it_stopped(tmp_path):
+    """A saved notebook reopened with a new kernel must not say "model not found" where
+    a bar was: a finished bar leaves an empty output (its last line in the metadata), a
+    bar stopped early leaves that line as text."""
+    path = _notebook(
+        tmp_path / "02_bars.ipynb",
+        "import time\nfrom course_utils.core import progress\n"
+        "done = progress.bar(3, 'finished steps', 'step')\n"
+        "for _ in range(3):\n    time.sleep(0.5); done.update()\ndone.close()",
+        "stopped = progress.bar(4, 'stopped steps', 'step')\n"
+        "time.sleep(1.2); stopped.update(); stopped.close()",
+    )
+    report = notebooks.execute(path, write=True)
+    assert report.error is None, report
+    cells = nbformat.read(path, 4).cells
+    outputs = [o for c in cells for o in c.outputs]
+    assert not any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outputs)
+    assert cells[0].outputs == []  # the finished bar's empty line is not stored
+    (stopped,) = cells[1].outputs
+    assert "stopped steps" in stopped.data["text/plain"] and "1/4" in stopped.data["text/plain"]
+
+
+def test_a_finished_bars_empty_line_counts_as_progress_and_is_not_stored():
+    from course_utils.core.progress import BAR_KEY
+
+    left = nbformat.v4.new_output(
+        "display_data", data={"text/plain": ""}, metadata={BAR_KEY: "steps: 100%|##| 3/3"}
+    )
+    timing = {
+        "iopub.execute_input": "2026-11-25T10:00:00Z",
+        "shell.execute_reply": "2026-11-25T10:00:09Z",
+    }
+    cell = {"cell_type": "code", "metadata": {"execution": timing}, "outputs": [left]}
+    assert notebooks._showed_progress(cell)
+    assert notebooks.static_output(left) is None
+    stopped = nbformat.v4.new_output(
+        "display_data", data={"text/plain": "steps: 33%|#| 1/3"}, metadata={BAR_KEY: "..."}
+    )
+    assert notebooks.static_output(stopped) is stopped

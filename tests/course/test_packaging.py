@@ -60,3 +60,24 @@ def test_top_level_is_the_documented_layout():
     ).stdout.split()
     top = {f.split("/")[0] for f in files if not f.startswith(".")}
     assert top == expected
+
+
+def test_make_lab_installs_settings_that_save_widget_state():
+    """A saved notebook reopened with a new kernel shows each widget's picture only if
+    JupyterLab saved the widget state: `make lab` installs that setting, under a key and
+    value the installed widget manager's schema accepts."""
+    import json
+    import sys
+
+    settings = json.loads((ROOT / "course_utils" / "course" / "lab_settings.json").read_text())
+    plugin = "@jupyter-widgets/jupyterlab-manager:plugin"
+    assert settings == {plugin: {"saveState": True}}
+    schema = Path(sys.prefix, "share/jupyter/labextensions/@jupyter-widgets/jupyterlab-manager",
+                  "schemas/@jupyter-widgets/jupyterlab-manager/plugin.json")  # fmt: skip
+    properties = json.loads(schema.read_text())["properties"]
+    assert properties["saveState"]["type"] == "boolean"
+    dry = subprocess.run(
+        ["make", "-n", "-W", "course_utils/course/lab_settings.json", "lab"],
+        cwd=ROOT, capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert "share/jupyter/lab/settings/overrides.json" in dry
