@@ -4,8 +4,9 @@ The learner's function takes this rank's tensor, sums it over all ranks in place
 send/recv (or isend/irecv) and returns it. The checker runs it on several world sizes with
 integer tensors (so the sum is exact), records every message, and says which classic
 mistake it made: a ring that passes the whole tensor round, wrong chunk indices, a
-send/recv order that deadlocks, a tree that forgets to broadcast, a "tree" that is really
-a star (a parameter server) or a chain, or a shortcut through `dist.all_reduce`.
+send/recv order that deadlocks, a ring that talks to a rank other than its two neighbours,
+a tree that forgets to broadcast, a "tree" that is really a star (a parameter server) or a
+chain, or a shortcut through `dist.all_reduce`.
 """
 
 from __future__ import annotations
@@ -146,6 +147,8 @@ def _first_problem(kind: str, runs: list[dict]) -> str | None:
             f"your {kind} calls dist.{used[0]}: build it from dist.send/recv "
             "(or isend/irecv) only, that is the point of the exercise"
         )
+    if kind == "ring" and (stray := _stray_message(runs)):
+        return f"{stray} {where}: {_NEIGHBOURS}"
     expected = _expected(numel, n)
     right = [r["out"].shape == expected.shape and torch.equal(r["out"], expected) for r in runs]
     if not any(right):
@@ -167,6 +170,22 @@ def _first_problem(kind: str, runs: list[dict]) -> str | None:
             )
         return None
     return _tree_problem(runs, sent, whole, where)
+
+
+def _stray_message(runs: list[dict]) -> str | None:
+    """The first message of a ring to or from a rank other than rank ± 1 (mod N), as sent:
+    the sums can still come out right, but such a message crosses links a ring never uses."""
+    n = len(runs)
+    for kind, verb in (("send", "sent to"), ("recv", "received from")):
+        for rank, r in enumerate(runs):
+            for what, peer, _ in r["events"]:
+                try:
+                    peer = int(peer)
+                except (TypeError, ValueError):
+                    continue  # a receive from any source, still pending
+                if what == kind and peer not in ((rank + 1) % n, (rank - 1) % n):
+                    return f"your ring talks to a non-neighbour: rank {rank} {verb} rank {peer}"
+    return None
 
 
 def _tree_problem(runs: list[dict], sent: list[int], whole: int, where: str) -> str | None:
@@ -253,6 +272,10 @@ _CHUNKS = (
     "adds the chunk (r - s - 1) % N it receives; in all-gather step s it sends chunk "
     "(r + 1 - s) % N and stores the chunk (r - s) % N it receives (a receive buffer of the "
     "wrong size crashes a rank)"
+)
+_NEIGHBOURS = (
+    "in a ring each rank sends only to its right neighbour (rank + 1) % N and receives only "
+    "from its left (rank - 1) % N, so every link carries one chunk per step and none waits"
 )
 _DEADLOCK = (
     "your {kind} deadlocked: every rank was waiting to communicate and none could go on "

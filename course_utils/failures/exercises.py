@@ -20,7 +20,7 @@ from ..ranks.launch import launch
 from .resume import RunConfig, build, replica
 
 CHECK_RUN = RunConfig(steps=24, every=None, hidden=32, train_samples=512)
-SAVE_AT = 11  # mid-pass (8 updates per pass), so the epoch and the position both matter
+SAVES_AT = (11, 19)  # mid-pass (8 updates per pass): the epoch and the position both matter
 
 
 def _snapshot(model, optimizer, batches) -> dict:
@@ -76,30 +76,42 @@ MISTAKES = {
 
 def check_resume(resume, world_size: int = 2, timeout: float = 60.0) -> bool:
     """`resume(model, optimizer, batches, saved)` puts every saved part back, on every rank,
-    and returns the step to go on from (`saved["step"]`)."""
-    try:
-        ranks = launch(_resume_trial, world_size, args=(resume, CHECK_RUN, SAVE_AT),
-                       timeout=timeout, backend=GLOO)  # fmt: skip
-    except LaunchError as exc:
-        return verdict(False, f"resume failed on a rank: {str(exc).splitlines()[0]}")
+    and returns the step to go on from (`saved["step"]`); tried on checkpoints saved at two
+    steps, so that a step typed in fails."""
+    for save_at in SAVES_AT:
+        try:
+            ranks = launch(_resume_trial, world_size, args=(resume, CHECK_RUN, save_at),
+                           timeout=timeout, backend=GLOO)  # fmt: skip
+        except LaunchError as exc:
+            return verdict(False, f"resume failed on a rank: {str(exc).splitlines()[0]}")
+        problem = _resume_problem(ranks, save_at)
+        if problem:
+            return verdict(False, problem)
+    return verdict(True, "the resumed run ends bit for bit where the uninterrupted one does")
+
+
+def _resume_problem(ranks: list[dict], save_at: int) -> str | None:
     if not all(r["solved"] for r in ranks):
-        return verdict(False, NOT_SOLVED)
+        return NOT_SOLVED
     complete = [all(r["restored"].values()) for r in ranks]
     if any(complete) and not all(complete):
         left = [r["rank"] for r, ok in zip(ranks, complete, strict=True) if not ok]
-        return verdict(
-            False,
+        return (
             f"rank {left[0]} did not restore: every rank must resume, not only rank 0 "
-            "(each holds its own sampler position and RNG)",
+            "(each holds its own sampler position and RNG)"
         )
     for part, mistake in MISTAKES.items():
         if not all(r["restored"][part] for r in ranks):
-            return verdict(False, mistake)
-    if any(r["step"] != SAVE_AT for r in ranks):
-        return verdict(False, "return the step the checkpoint was saved at, saved['step']")
+            return mistake
+    wrong = next((r["step"] for r in ranks if r["step"] != save_at), None)
+    if wrong is not None:
+        return (
+            f"return the step the checkpoint was saved at, saved['step'] (it was saved at "
+            f"{save_at}, you returned {wrong!r})"
+        )
     if not all(r["equal"] for r in ranks):
-        return verdict(False, "everything was restored, yet the resumed run ends elsewhere")
-    return verdict(True, "the resumed run ends bit for bit where the uninterrupted one does")
+        return "everything was restored, yet the resumed run ends elsewhere"
+    return None
 
 
 def timing_tables(seed: int = 3, cases: int = 6) -> list[tuple[dict, int]]:

@@ -24,11 +24,27 @@ def _expected_lr(step, base_lr, base_batch, batch_size, warmup_steps) -> float:
     return scaled_lr(base_lr, base_batch, batch_size) * factor
 
 
+def _steps(warmup: int) -> list[int]:
+    return [0, 1, warmup // 2, warmup - 1, warmup, warmup + 1, 3 * warmup]
+
+
+def answer_values() -> dict[str, list]:
+    """The checkers' cases and answers (`course.revealed`); a distance's case is two curves,
+    not numbers a text would state beside it."""
+    return {
+        "warmup_lr": [
+            ((step, *case), _expected_lr(step, *case))
+            for case in _WARMUP_CASES
+            for step in _steps(case[-1])
+        ],
+        "curve_distance": [((), curve_distance(*case)) for case in _DISTANCE_CASES],
+    }
+
+
 def check_warmup_lr(fn) -> bool:
     """fn(step, base_lr, base_batch, batch_size, warmup_steps) -> the lr of that update."""
     for base_lr, base_batch, batch, warmup in _WARMUP_CASES:
-        steps = [0, 1, warmup // 2, warmup - 1, warmup, warmup + 1, 3 * warmup]
-        for step in steps:
+        for step in _steps(warmup):
             got = attempt(fn, step, base_lr, base_batch, batch, warmup)
             if got is NOT_SOLVED:
                 return verdict(False, NOT_SOLVED)

@@ -18,7 +18,7 @@ from ..core.checks import NOT_SOLVED, attempt, first_problem_verdict
 from ..memory.formulas import model_state_bytes
 from .plan_model import precision_key
 
-__all__ = ["CASES", "check_memory_per_rank", "expected"]
+__all__ = ["CASES", "answer_values", "check_memory_per_rank", "expected"]
 
 # (params, dp, tp, pp, zero_stage, precision): DDP first, so the ZeRO mistake shows
 CASES = [
@@ -34,6 +34,11 @@ def expected(params, dp, tp, pp, zero_stage, precision) -> float:
     """The planner's model states: (p + g + k) bytes per parameter of the TP x PP shard,
     the parts ZeRO shards divided by DP (`memory.formulas.model_state_bytes`)."""
     return model_state_bytes(params / (tp * pp), dp, zero_stage, precision_key(precision))
+
+
+def answer_values() -> dict[str, list]:
+    """The checker's layouts and answers (`course.revealed`: none may appear above it)."""
+    return {"memory_per_rank": [(case, expected(*case)) for case in CASES]}
 
 
 def _mistakes(params, dp, tp, pp, zero_stage, precision) -> dict[str, float]:

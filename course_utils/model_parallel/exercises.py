@@ -7,17 +7,30 @@ and returns whether it passed; it never raises at the learner.
 from __future__ import annotations
 
 from ..core.checks import NOT_SOLVED, attempt, verdict
+from ..core.own_answers import OwnAnswerUsed, message, own_answer_name, refusing
 from .schedules import BACKWARD, FORWARD, bubble_formula, check_order, simulate
 
-BUBBLE_CASES = ((2, 1), (3, 3), (4, 4), (4, 16), (8, 8), (8, 64))
+BUBBLE_CASES = ((3, 11), (3, 3), (5, 9), (6, 7), (8, 8), (8, 64))  # none whose value 06 prints
 ORDER_CASES = ((2, 2), (3, 3), (4, 8), (5, 3))
 
 
+def answer_values() -> dict[str, list]:
+    """The bubble's cases and answers (`course.revealed`: none may appear above it)."""
+    return {"bubble": [(case, bubble_formula(*case)) for case in BUBBLE_CASES]}
+
+
 def check_bubble(predict_bubble) -> bool:
-    """`predict_bubble(stages, microbatches)` must give GPipe's idle fraction of a step."""
+    """`predict_bubble(stages, microbatches)` must give GPipe's idle fraction of a step, on
+    pipelines of several sizes (a value typed in for one of them fails at the next)."""
+    if own_answer_name(predict_bubble):
+        return verdict(False, message(own_answer_name(predict_bubble)))
+    seen = []
     for stages, microbatches in BUBBLE_CASES:
         try:
-            value = attempt(predict_bubble, stages, microbatches)
+            with refusing():
+                value = attempt(predict_bubble, stages, microbatches)
+        except OwnAnswerUsed as refused:
+            return verdict(False, str(refused))
         except Exception as exc:
             return verdict(False, f"predict_bubble raised {type(exc).__name__}: {exc}")
         if value is NOT_SOLVED:
@@ -26,7 +39,13 @@ def check_bubble(predict_bubble) -> bool:
             value = float(value)
         except (TypeError, ValueError):
             return verdict(False, f"predict_bubble should return a fraction, got {value!r}")
-        want = bubble_formula(stages, microbatches)
+        want, seen = bubble_formula(stages, microbatches), [*seen, value]
+        if abs(value - want) > 1e-6 and len(seen) > 1 and all(v == seen[0] for v in seen):
+            return verdict(
+                False,
+                f"you predict {value:.3f} for every pipeline: the bubble depends on the K "
+                f"stages and the M micro-batches, write it as a formula of both",
+            )
         if abs(value - want) > 1e-6:
             return verdict(
                 False,

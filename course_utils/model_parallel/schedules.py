@@ -13,6 +13,8 @@ import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from ..core.own_answers import own_answer
+
 FORWARD, BACKWARD, WAIT = "F", "B", "wait"
 Op = tuple[str, int]
 
@@ -89,6 +91,7 @@ def check_order(order, microbatches: int, stage: int = 0) -> list[Op]:
     return ops
 
 
+@own_answer("bubble formula")
 def bubble_formula(stages: int, microbatches: int) -> float:
     """GPipe's idle fraction (K-1)/(M+K-1): the pipe fills and drains once per batch."""
     return (stages - 1) / (microbatches + stages - 1)

@@ -9,12 +9,21 @@ from __future__ import annotations
 import random
 
 from ..core.checks import NOT_SOLVED, attempt, verdict
+from ..core.own_answers import OwnAnswerUsed, message, own_answer, own_answer_name, refusing
 
-# (workers, numel, itemsize) and the bytes through the server: each worker's gradient in,
-# the new parameters out to each. Values, not a function a learner could call.
-BYTES_CASES = (
-    ((1, 10, 4), 80), ((3, 7434, 4), 178416), ((4, 1000, 2), 16000), ((8, 123, 8), 15744),
-)  # fmt: skip
+BYTES_CASES = ((1, 10, 4), (3, 5000, 4), (4, 1000, 2), (8, 123, 8))  # workers, numel, itemsize
+
+
+@own_answer("server_bytes")
+def expected_server_bytes(workers: int, numel: int, itemsize: int) -> int:
+    """Bytes through the server per synchronous update: each worker's gradient in, the new
+    parameters out to each (refused to a learner's function that calls it)."""
+    return 2 * workers * numel * itemsize
+
+
+def answer_values() -> dict[str, list]:
+    """The byte count's cases and answers (`course.revealed`: none may appear above it)."""
+    return {"server_bytes": [(case, expected_server_bytes(*case)) for case in BYTES_CASES]}
 
 
 def staleness_cases(seed: int = 7) -> list[tuple[list[tuple[str, int]], list[int]]]:
@@ -38,19 +47,33 @@ def staleness_cases(seed: int = 7) -> list[tuple[list[tuple[str, int]], list[int
 def _call(fn, *args):
     """The learner's answer (or NOT_SOLVED, through `attempt`), or the exception it raised."""
     try:
-        return attempt(fn, *args), None
+        with refusing():
+            return attempt(fn, *args), None
     except Exception as error:
         return None, error
 
 
 def check_server_bytes(server_bytes) -> bool:
-    """`server_bytes(workers, numel, itemsize)`: bytes through the server per synchronous update."""
-    for (workers, numel, itemsize), want in BYTES_CASES:
+    """`server_bytes(workers, numel, itemsize)`: bytes through the server per synchronous
+    update, for several numbers of workers and sizes (a value typed in for one fails)."""
+    if own_answer_name(server_bytes):
+        return verdict(False, message(own_answer_name(server_bytes)))
+    seen = []
+    for workers, numel, itemsize in BYTES_CASES:
         value, exc = _call(server_bytes, workers, numel, itemsize)
         if value is NOT_SOLVED:
             return verdict(False, NOT_SOLVED)
+        if isinstance(exc, OwnAnswerUsed):
+            return verdict(False, str(exc))
         if exc is not None:
             return verdict(False, f"server_bytes raised {type(exc).__name__}: {exc}")
+        want, seen = expected_server_bytes(workers, numel, itemsize), [*seen, value]
+        if value != want and len(seen) > 1 and all(v == seen[0] for v in seen):
+            return verdict(
+                False,
+                f"you say {value} for every case: the bytes grow with the workers and the "
+                "size of the model, count them from the arguments",
+            )
         if value == want / 2:
             return verdict(
                 False,

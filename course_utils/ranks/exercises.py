@@ -10,6 +10,17 @@ from ..core.errors import LaunchError
 from .launch import launch
 
 CLAIM = "largest_square returns the largest (rank + 1)^2 on every rank"
+WORLD_SIZES = (3, 4)
+
+
+def largest(world_size: int) -> int:
+    """What every rank must return: the largest (rank + 1)^2 over the ranks."""
+    return max((rank + 1) ** 2 for rank in range(world_size))
+
+
+def answer_values() -> dict[str, list]:
+    """The checker's cases and answers (`course.revealed`: none may appear above it)."""
+    return {"largest_square": [((n,), largest(n)) for n in WORLD_SIZES]}
 
 
 def _as_number(fn):
@@ -19,7 +30,7 @@ def _as_number(fn):
     return value.item() if isinstance(value, torch.Tensor) else value
 
 
-def check_largest_square(fn, world_sizes=(3, 4), timeout: float = 20) -> bool:
+def check_largest_square(fn, world_sizes=WORLD_SIZES, timeout: float = 20) -> bool:
     """Run the learner's function on each number of ranks in turn (an answer typed in for
     one of them fails at the other); explain the usual mistakes."""
     sizes = (world_sizes,) if isinstance(world_sizes, int) else tuple(world_sizes)
@@ -37,7 +48,7 @@ def _problem(fn, world_size: int, timeout: float) -> str | None:
         return f"{CLAIM}: a rank failed ({exc.exc_type or 'it died'}), see above"
     if NOT_SOLVED in results:
         return NOT_SOLVED
-    if results == [world_size**2] * world_size:
+    if results == [largest(world_size)] * world_size:
         return None
     where = f" (on {world_size} ranks)"
     if results == [(r + 1) ** 2 for r in range(world_size)]:

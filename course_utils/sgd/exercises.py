@@ -18,6 +18,15 @@ CONFIG_CLAIM = "the config asks for 6 random trials over a log-uniform lr and tw
 _CASES = [(8000, 8), (8000, 512), (6400, 512), (100, 1), (100, 100), (100, 3), (7, 10)]
 
 
+def _updates(n: int, b: int, drop_last: bool) -> int:
+    return n // b if drop_last else math.ceil(n / b)
+
+
+def answer_values() -> dict[str, list]:
+    """The checkers' cases and answers, where they are numbers (`course.revealed`)."""
+    return {"updates_per_epoch": [((n, b), _updates(n, b, d)) for n, b in _CASES for d in (0, 1)]}
+
+
 def check_updates_per_epoch(fn) -> bool:
     """fn(num_samples, batch_size, drop_last) -> updates in one pass over the data."""
     answers = {}
@@ -27,7 +36,7 @@ def check_updates_per_epoch(fn) -> bool:
             if value is NOT_SOLVED:
                 return verdict(False, NOT_SOLVED)
             answers[n, b, drop_last] = value
-    if all(v == (n // b if d else math.ceil(n / b)) for (n, b, d), v in answers.items()):
+    if all(v == _updates(n, b, d) for (n, b, d), v in answers.items()):
         return verdict(True, UPDATES_CLAIM)
     if all(v == n // b for (n, b, _), v in answers.items()):
         return verdict(False, f"{UPDATES_CLAIM}: without drop_last the last, smaller batch counts")

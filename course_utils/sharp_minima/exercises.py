@@ -94,6 +94,15 @@ def _quadratic(curvature, center, floor):
     return lambda w: floor + 0.5 * (h * (torch.as_tensor(w, dtype=torch.float64) - c) ** 2).sum()
 
 
+def answer_values() -> dict[str, list]:
+    """The checkers' answers (`course.revealed`); their cases are matrices and quadratics,
+    not numbers a text would state beside them."""
+    return {
+        "top_eigenvalue": [((), max(eigenvalues, key=abs)) for eigenvalues, _ in _EIGEN_CASES],
+        "box_sharpness": [((), _expected_sharpness(*case)) for case in _SHARP_CASES],
+    }
+
+
 def check_box_sharpness(fn) -> bool:
     """fn(loss, w, epsilon, samples, seed) -> percent; compared with the exact worst corner."""
     for case in _SHARP_CASES:

@@ -6,6 +6,7 @@ import pytest
 import torch
 import torch.distributed as dist
 from reference import load_solution, needs_solutions
+from wrong_allreduces import chain_to_rank_0, sums_on_rank_0_only
 
 from course_utils.allreduce.exercises import check_ring, check_tree, message_depth
 
@@ -183,19 +184,6 @@ def test_tree_that_forgets_the_broadcast_is_caught(capsys):
     assert "only rank 0 holds the right sum" in line and "broadcast" in line
 
 
-def sums_on_rank_0_only(t):
-    """Every rank sends its tensor to rank 0, which adds them up and keeps the total."""
-    rank, n = dist.get_rank(), dist.get_world_size()
-    if rank:
-        dist.send(t, 0)
-        return t
-    for peer in range(1, n):
-        incoming = torch.empty_like(t)
-        dist.recv(incoming, peer)
-        t += incoming
-    return t
-
-
 def star_tree(t):
     """Everyone sends to rank 0, which sends the total back: a parameter server."""
     rank, n = dist.get_rank(), dist.get_world_size()
@@ -211,12 +199,8 @@ def star_tree(t):
 def chain_tree(t):
     """Partial sums passed down a line of ranks to rank 0, the total passed back up."""
     rank, n = dist.get_rank(), dist.get_world_size()
-    if rank < n - 1:
-        incoming = torch.empty_like(t)
-        dist.recv(incoming, rank + 1)
-        t += incoming
+    t = chain_to_rank_0(t)
     if rank > 0:
-        dist.send(t, rank - 1)
         dist.recv(t, rank - 1)
     if rank < n - 1:
         dist.send(t, rank + 1)
@@ -268,7 +252,7 @@ def no_communication(t):
             check_tree, tree_run_twice, ["sent more than 3 whole tensors"], marks=needs_solutions
         ),
         (check_tree, no_communication, ["no rank holds the right sum", "exactly once"]),
-        (check_ring, sums_on_rank_0_only, ["only rank 0 holds", "add the all-gather phase"]),
+        (check_ring, chain_to_rank_0, ["only rank 0 holds", "add the all-gather phase"]),
     ],
 )
 def test_each_mistake_is_named(capsys, checker, mistake, phrases):

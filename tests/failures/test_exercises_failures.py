@@ -67,3 +67,17 @@ def test_the_straggler_checker_names_the_usual_mistakes(capsys):
     assert "waits longest" in capsys.readouterr().out
     assert not exercises.check_slowest_rank(lambda t: max(t, key=lambda r: t[r]["step"]))
     assert "step time cannot tell" in capsys.readouterr().out
+
+
+def test_a_step_typed_in_fails_at_the_second_checkpoint(capsys):
+    first, second = exercises.SAVES_AT
+
+    def returns_the_first_step(model, optimizer, batches, saved):
+        _without(None)(model, optimizer, batches, saved)
+        return first
+
+    assert not exercises.check_resume(returns_the_first_step)
+    assert capsys.readouterr().out.strip().splitlines()[-1] == (
+        "✗ return the step the checkpoint was saved at, saved['step'] (it was saved at "
+        f"{second}, you returned {first})"
+    )

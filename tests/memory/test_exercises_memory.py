@@ -94,3 +94,68 @@ def test_each_classic_mistake_is_named(capsys, learner, named):
     assert not check_shard_optimizer(learner)
     line = _line(capsys)
     assert line.startswith("✗") and named in line
+
+
+def _zero1(params, grad, lr, world, momentum_of):
+    """The reference ZeRO-1 step, with N and the place the momentum is kept given."""
+    rank, numel = dist.get_rank(), params.numel()
+    shard = -(-numel // world)
+    padded = torch.zeros(shard * world)
+    padded[:numel] = grad
+    mine = torch.empty(shard)
+    dist.reduce_scatter_tensor(mine, padded)
+    momentum = momentum_of(shard)
+    momentum.mul_(MOMENTUM).add_(mine / world)
+    padded[:numel] = params
+    gathered = torch.empty(shard * world)
+    dist.all_gather_into_tensor(gathered, padded[rank * shard : (rank + 1) * shard] - lr * momentum)
+    return gathered[:numel]
+
+
+_KEPT = {}
+
+
+def momentum_in_a_global(params, grad, state, lr):
+    world = dist.get_world_size()
+    return _zero1(params, grad, lr, world, lambda n: _KEPT.setdefault("m", torch.zeros(n)))
+
+
+class MomentumOnTheStep:
+    """The momentum kept as an attribute of the step (one per size), `state` left empty."""
+
+    def __init__(self):
+        self.momentum = {}
+
+    def __call__(self, params, grad, state, lr):
+        key, world = params.numel(), dist.get_world_size()
+        return _zero1(
+            params, grad, lr, world, lambda n: self.momentum.setdefault(key, torch.zeros(n))
+        )
+
+
+def test_the_reference_step_with_its_state_in_state_passes(capsys):
+    def in_state(params, grad, state, lr):
+        world = dist.get_world_size()
+        return _zero1(params, grad, lr, world, lambda n: state.setdefault("m", torch.zeros(n)))
+
+    assert check_shard_optimizer(in_state)
+
+
+@pytest.mark.parametrize("learner", [momentum_in_a_global, MomentumOnTheStep()])
+def test_state_kept_outside_state_is_named(capsys, learner):
+    assert not check_shard_optimizer(learner)
+    line = _line(capsys)
+    assert line.startswith("✗ optimizer state kept outside `state`: two optimizers"), line
+
+
+def three_ranks_typed_in(params, grad, state, lr):
+    """N = 3 written in: right on 3 ranks, a crash on 2."""
+    return _zero1(params, grad, lr, 3, lambda n: state.setdefault("m", torch.zeros(n)))
+
+
+def test_a_world_size_typed_in_fails_on_2_ranks(capsys):
+    assert not check_shard_optimizer(three_ranks_typed_in)
+    assert _line(capsys) == (
+        "✗ right on 3 ranks but not on 2: take N from dist.get_world_size() and your rank "
+        "from dist.get_rank(), not numbers typed in"
+    )

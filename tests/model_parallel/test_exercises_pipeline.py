@@ -112,3 +112,24 @@ def test_forwards_out_of_order_are_caught(capsys):
 
     assert not check_gpipe_order(reversed_forwards)
     assert "should run F0, F1, ... in order" in _line(capsys)
+
+
+def test_a_bubble_typed_in_for_one_pipeline_fails(capsys):
+    from course_utils.model_parallel.exercises import BUBBLE_CASES
+    from course_utils.model_parallel.schedules import bubble_formula
+
+    typed_in = bubble_formula(*BUBBLE_CASES[0])  # right for the first pipeline tried
+    assert not check_bubble(lambda k, m: typed_in)
+    assert _line(capsys) == (
+        f"✗ you predict {typed_in:.3f} for every pipeline: the bubble depends on the K stages "
+        "and the M micro-batches, write it as a formula of both"
+    )
+
+
+def test_the_courses_own_bubble_formula_is_refused(capsys):
+    from course_utils.model_parallel.schedules import bubble_formula
+
+    assert not check_bubble(bubble_formula)
+    assert "this is the course's own bubble formula: write yours" in capsys.readouterr().out
+    assert not check_bubble(lambda k, m: bubble_formula(k, m))
+    assert "this is the course's own bubble formula" in capsys.readouterr().out

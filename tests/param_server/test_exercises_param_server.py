@@ -82,3 +82,25 @@ def test_staleness_that_is_not_a_list_of_numbers_is_caught(capsys):
 def test_one_number_per_push_is_required(capsys):
     assert not check_staleness(lambda events: [0] * len(events))
     assert "one number per push" in _line(capsys)
+
+
+def test_bytes_typed_in_for_one_case_fail(capsys):
+    from course_utils.param_server.exercises import BYTES_CASES, expected_server_bytes
+
+    typed_in = expected_server_bytes(*BYTES_CASES[0])  # right for the first case tried
+    assert not check_server_bytes(lambda workers, numel, itemsize: typed_in)
+    assert _line(capsys) == (
+        f"✗ you say {typed_in} for every case: the bytes grow with the workers and the size "
+        "of the model, count them from the arguments"
+    )
+
+
+def test_the_course_own_count_is_refused(capsys):
+    from course_utils.param_server.exercises import expected_server_bytes
+
+    assert not check_server_bytes(expected_server_bytes)
+    assert not check_server_bytes(lambda w, n, s: expected_server_bytes(w, n, s))
+    assert capsys.readouterr().out.splitlines() == [
+        "✗ this is the course's own server_bytes: write yours",
+        "✗ this is the course's own server_bytes: write yours",
+    ]
