@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
+from ..core import progress
 from ..network import wire as links
 from ..ranks.bootstrap import device
 from ..ranks.launch import launch
@@ -206,22 +207,34 @@ def _time_on_rank(
 def _time_table(nbytes: tuple, repeats: int, algorithms: tuple, warm_every_size: bool) -> dict:
     """The first round warms up buffers and connections: at every size on the real link,
     once on an emulated one (where a round at the largest size costs seconds). There a
-    size whose every run took over LONG seconds is timed once: its wire hides the noise."""
+    size whose every run took over LONG seconds is timed once: its wire hides the noise.
+    Rank 0's bar counts the rounds (every algorithm once)."""
     table = {name: [] for name in algorithms}
-    for k, n in enumerate(nbytes):
-        x = torch.ones(max(1, n // 4), dtype=torch.float32, device=device())
-        times = {name: [] for name in algorithms}
-        warm = 1 if warm_every_size or k == 0 else 0
-        for i in range(repeats + warm):
+    warms = [1 if warm_every_size or k == 0 else 0 for k in range(len(nbytes))]
+    rounds = len(nbytes) * repeats + sum(warms)
+    with progress.bar(rounds, f"all-reduce on {dist.get_world_size()} ranks", "round") as bar:
+        for n, warm in zip(nbytes, warms, strict=True):
+            bar.set_postfix(bytes=f"{n:,}")
+            times = _time_size(n, repeats, warm, algorithms, warm_every_size, bar)
             for name in algorithms:
-                seconds = _time_once(name, x)
-                if i >= warm:
-                    times[name].append(seconds)
-            if i >= warm and not warm_every_size and min(t[-1] for t in times.values()) > LONG:
-                break  # every rank saw the same (slowest-rank) times, so all stop here
-        for name in algorithms:
-            table[name].append(times[name])
+                table[name].append(times[name])
     return table
+
+
+def _time_size(n: int, repeats: int, warm: int, algorithms: tuple, warm_every_size: bool, bar):
+    """{algorithm: [seconds of each timed round]} for `n` bytes, after `warm` untimed rounds."""
+    x = torch.ones(max(1, n // 4), dtype=torch.float32, device=device())
+    times = {name: [] for name in algorithms}
+    for i in range(repeats + warm):
+        for name in algorithms:
+            seconds = _time_once(name, x)
+            if i >= warm:
+                times[name].append(seconds)
+        bar.update(1)
+        if i >= warm and not warm_every_size and min(t[-1] for t in times.values()) > LONG:
+            bar.update(repeats + warm - i - 1)  # the rounds this size skips
+            break  # every rank saw the same (slowest-rank) times, so all stop here
+    return times
 
 
 def _time_once(name: str, x: torch.Tensor) -> float:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import torch
 
+from ..core import progress
 from ..core.backends import GLOO
 from ..network import fit
 from ..network import wire as links
@@ -47,19 +48,23 @@ def ratios(check: dict) -> dict[str, list[float]]:
 
 
 def _check_on_rank(nbytes: tuple, repeats: int) -> dict:
-    terms = fit.fit_link_terms(fit.FIT_BYTES, fit.measure_on_ranks(fit.FIT_BYTES, repeats))
-    link = terms.link()
-    times = {
-        clock: {a: [[] for _ in nbytes] for a in ALGORITHMS} for clock in ("real", "simulated")
-    }
-    for k, n in enumerate(nbytes):
-        x = torch.ones(max(1, n // 4), dtype=torch.float32, device=device())
-        for i in range(repeats + 1):  # the first warms buffers and connections up
-            for name in ALGORITHMS:
-                for clock, over in (("real", links.REAL), ("simulated", link)):
-                    with links.active(over):
-                        seconds = _time_once(name, x)
-                    if i:
-                        times[clock][name][k].append(seconds)
+    """Rank 0's bar counts the rounds after the fit (every algorithm once on each clock)."""
+    with progress.bar(len(nbytes) * (repeats + 1), "simulator against the link", "round") as bar:
+        terms = fit.fit_link_terms(fit.FIT_BYTES, fit.measure_on_ranks(fit.FIT_BYTES, repeats))
+        link = terms.link()
+        times = {
+            clock: {a: [[] for _ in nbytes] for a in ALGORITHMS} for clock in ("real", "simulated")
+        }
+        for k, n in enumerate(nbytes):
+            bar.set_postfix(bytes=f"{n:,}")
+            x = torch.ones(max(1, n // 4), dtype=torch.float32, device=device())
+            for i in range(repeats + 1):  # the first warms buffers and connections up
+                for name in ALGORITHMS:
+                    for clock, over in (("real", links.REAL), ("simulated", link)):
+                        with links.active(over):
+                            seconds = _time_once(name, x)
+                        if i:
+                            times[clock][name][k].append(seconds)
+                bar.update(1)
     fastest = {c: {a: [min(ts) for ts in v] for a, v in t.items()} for c, t in times.items()}
     return {"terms": terms, "link": link, **fastest}

@@ -3,18 +3,24 @@
 A bar is tqdm.auto's in the notebook's own process. A rank or a sweep trial cannot draw one
 (its output is a pipe, and a forked child must not talk to the kernel's widgets), so there
 a bar is either silent or, on a launch's rank 0, a `RemoteBar` that sends its state to the
-parent, which draws it (`ranks.rank_output`). Bars appear by default only in a notebook;
-scripts and tests stay quiet unless they ask.
+parent, which draws it (`ranks.rank_output`). A command the notebook runs (`sweep --json`,
+a torchrun job) writes its bar as lines on stderr when its parent sets `LINES_VAR`
+(`LineBar`), and the parent draws them (`Mirror.feed`). Bars appear by default only in a
+notebook; scripts and tests stay quiet unless they ask.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import sys
 import time
 from collections.abc import Callable
 
 DELAY = 1.0  # seconds before a bar appears: short runs (local SGD's rounds) show none
 INTERVAL = 0.2  # seconds between two redraws at most
+LINES_VAR = "COURSE_PROGRESS_LINES"  # set to "1" by a parent that draws this process's bars
+PREFIX = "course_utils progress: "  # starts a line that carries a bar's state
 BAR_KEY = "course_utils/progress"  # output metadata: the last line of a bar that was shown
 
 _sink: Callable[[dict], None] | None = None  # set inside a rank: where rank 0's bar goes
@@ -39,6 +45,8 @@ def bar(total: int | None, desc: str, unit: str = "it", show: bool | None = None
         return NullBar()
     if _sink is not None:
         return RemoteBar(_sink, total, desc, unit)
+    if os.environ.get(LINES_VAR) == "1":
+        return LineBar(total, desc, unit)
     if show is None and not in_notebook():
         return NullBar()
     options = dict(
@@ -85,7 +93,14 @@ def _notebook_bar_class():
 
 
 class NullBar:
-    """Takes every call a tqdm bar takes, and shows nothing."""
+    """Takes every call a tqdm bar takes, and shows nothing; like tqdm's, it closes at the end
+    of a `with` block, however the block ends."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     def update(self, n: int = 1) -> None:
         pass
@@ -124,6 +139,33 @@ class RemoteBar(NullBar):
             self.sink({**self.state, "closed": True})
 
 
+class LineBar(RemoteBar):
+    """A bar written as lines on stderr, for a parent that reads them (`Mirror.feed`).
+
+    Its first state goes out at once, so the parent can draw the bar before the first step
+    ends (a sweep's first trial takes many seconds); then one line per hundredth of the
+    total, however fast or slow the steps come: a loop of thousands of steps writes about a
+    hundred lines, and a sweep of six trials shows each one as it finishes.
+    """
+
+    def __init__(self, total, desc: str, unit: str):
+        super().__init__(_write_line, total, desc, unit)
+        self.every, self.sent_n = max(1, (total or 0) // 100), 0
+        self.sink(dict(self.state))
+        self.last_sent = self.started
+
+    def update(self, n: int = 1) -> None:
+        self.state["n"] += n
+        if abs(self.state["n"] - self.sent_n) >= self.every:
+            self.sink(dict(self.state))
+            self.sent_n = self.state["n"]
+
+
+def _write_line(state: dict) -> None:
+    sys.stderr.write(PREFIX + json.dumps(state) + "\n")
+    sys.stderr.flush()
+
+
 class Mirror:
     """The parent's side of a `RemoteBar`: the tqdm bar it draws from the states it gets."""
 
@@ -138,6 +180,18 @@ class Mirror:
             self.drawn.set_postfix(**state["postfix"])
         if state.get("closed"):
             self.close()
+
+    def feed(self, line: str) -> bool:
+        """One line of a child's output: drawn if it carries a bar's state (`LineBar`), which
+        may share its line with other text; False for any other line, for the caller to keep."""
+        if PREFIX not in line:
+            return False
+        try:
+            state = json.loads(line.split(PREFIX, 1)[1])
+        except json.JSONDecodeError:  # cut short: the next state says as much
+            return True
+        self(state)
+        return True
 
     def close(self) -> None:
         if self.drawn is not None:

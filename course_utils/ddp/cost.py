@@ -20,6 +20,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
+from ..core import progress
 from ..core.history import History
 from ..core.training import tensor_loader, train
 from ..network import wire as links
@@ -145,25 +146,17 @@ def measure(
     cores, sets the communication time). The backend puts the ranks on its devices."""
     setup = setup or Setup()
     load_data(setup)
+    on = links.resolve(link, world_size, backend)
     results = []
-    for variant in variants:
-        runs = [
-            _slowest(
-                launch(
-                    time_replica,
-                    world_size,
-                    backend=backend,
-                    args=(
-                        setup,
-                        variant,
-                        samples_per_rank,
-                        links.resolve(link, world_size, backend),
-                    ),
-                )
-            )
-            for _ in range(repeats)
-        ]
-        results.append(sorted(runs, key=lambda t: t.seconds)[len(runs) // 2])
+    with progress.bar(len(variants) * repeats, f"DDP on {world_size} ranks", "run") as bar:
+        for variant in variants:
+            bar.set_postfix(variant=variant.name)
+            runs = []
+            for _ in range(repeats):
+                args = (setup, variant, samples_per_rank, on)
+                runs.append(_slowest(launch(time_replica, world_size, backend=backend, args=args)))
+                bar.update(1)
+            results.append(sorted(runs, key=lambda t: t.seconds)[len(runs) // 2])
     return results
 
 
@@ -174,7 +167,11 @@ def measure_single(
     setup = setup or Setup()
     load_data(setup)
     args = (setup, batch, samples)
-    runs = [launch(time_single, 1, backend=backend, args=args)[0] for _ in range(repeats)]
+    runs = []
+    with progress.bar(repeats, f"one process, batch {batch}", "run") as bar:
+        for _ in range(repeats):
+            runs.append(launch(time_single, 1, backend=backend, args=args)[0])
+            bar.update(1)
     return sorted(runs, key=lambda t: t.seconds)[len(runs) // 2]
 
 

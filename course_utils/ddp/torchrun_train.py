@@ -22,7 +22,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from ..core import data as course_data
-from ..core import models, profiles
+from ..core import models, profiles, progress
 from ..core.training import train
 from ..ranks.bootstrap import join_from_torchrun, leave
 from ..ranks.examples import whoami
@@ -85,16 +85,20 @@ def run(args: argparse.Namespace) -> dict:
     loader = CountingLoader(
         course_data.shard_loader(train_set, args.per_rank_batch, seed=args.seed, drop_last=True)
     )
-    history = train(
-        DDP(model),
-        loader,
-        epochs=args.epochs,
-        lr=args.lr,
-        val_loader=course_data.shard_loader(val_set, 512, shuffle=False),
-        test_loader=course_data.shard_loader(d.test, 512, shuffle=False),
-        device=where,
-        progress=dist.get_rank() == 0,
-    )
+    updates = args.epochs * len(loader)
+    ranks = dist.get_world_size()
+    with progress.bar(updates, f"DDP on {ranks} ranks", "update", show=dist.get_rank() == 0) as bar:
+        history = train(
+            DDP(model),
+            loader,
+            epochs=args.epochs,
+            lr=args.lr,
+            val_loader=course_data.shard_loader(val_set, 512, shuffle=False),
+            test_loader=course_data.shard_loader(d.test, 512, shuffle=False),
+            device=where,
+            after_step=lambda steps, loss: bar.update(1),
+            progress=False,
+        )
     return {
         **whoami(),
         "parameter_digest": parameter_digest(model),

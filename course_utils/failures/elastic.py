@@ -22,6 +22,7 @@ import tempfile
 from dataclasses import asdict, replace
 from pathlib import Path
 
+from ..core import progress
 from ..core.backends import GLOO
 from ..core.errors import LaunchError
 from ..ranks.bootstrap import (
@@ -103,19 +104,23 @@ def elastic_restart(cfg: RunConfig, nodes: int, max_restarts: int, timeout: floa
         checkpointed_training, nodes, args=(replace(cfg, every=None, kill_rank=None),),
         timeout=timeout, backend=GLOO,
     )  # fmt: skip
-    with tempfile.TemporaryDirectory(prefix="course-elastic-") as root:
+    with (
+        tempfile.TemporaryDirectory(prefix="course-elastic-") as root,
+        progress.bar(cfg.steps, "elastic job", "update") as bar,
+    ):
         job = replace(cfg, checkpoint_dir=root, log_dir=root)
-        log = io.StringIO()
+        log, watch = io.StringIO(), JobWatch(Path(root), job, bar)
         try:
             with _agent_env(LOGLEVEL="INFO", **ROUND_STORES), contextlib.redirect_stdout(log):
                 ranks = run_local_nodes(
                     None, nnodes=nodes, nproc_per_node=1, timeout=timeout,
                     max_restarts=max_restarts, module=WORKER,
-                    module_args=["--config", json.dumps(asdict(job))],
+                    module_args=["--config", json.dumps(asdict(job))], bars=False, watch=watch,
                 )  # fmt: skip
         except LaunchError:
             print(log.getvalue())  # the nodes' logs, which the error refers to
             raise
+        watch()  # the updates of the job's last moments
         killed = Path(root) / "killed_at.txt"
         killed_at = float(killed.read_text()) if killed.exists() else float("nan")
     agent = [_short(line) for line in log.getvalue().splitlines() if _about_restart(line)]
@@ -126,6 +131,35 @@ def elastic_restart(cfg: RunConfig, nodes: int, max_restarts: int, timeout: floa
         "twin_digest": twin[0]["digest"],
         "kill_to_resume_seconds": again - killed_at,
     }
+
+
+class JobWatch:
+    """The elastic job's story on a bar while it runs, from the files its ranks write: the
+    update rank 0 reached (`losses.txt`, a line per update, every round) and the kill
+    (`killed_at.txt`). The startups, the kill and the restart take nearly all the time, so
+    the bar waits at the killed update while the agents restart the group, then goes back to
+    the checkpoint the new round resumes from."""
+
+    def __init__(self, root: Path, cfg: RunConfig, bar):
+        self.root, self.cfg, self.bar, self.shown, self.said = root, cfg, bar, 0, None
+
+    def __call__(self) -> None:
+        losses = self.root / "losses.txt"
+        text = losses.read_text() if losses.exists() else ""
+        steps = [int(line.split()[0]) for line in text.split("\n")[:-1]]  # whole lines only
+        starts = [b for a, b in zip(steps, steps[1:], strict=False) if b <= a]  # new rounds
+        if starts:
+            said = {"round": len(starts) + 1, "resumed_from": starts[-1] - 1}
+        elif (self.root / "killed_at.txt").exists():
+            said = {"round": 1, "killed": f"rank {self.cfg.kill_rank} after {self.cfg.kill_at}"}
+        else:
+            said = {"round": 1}
+        if said != self.said:
+            self.bar.set_postfix(**said)
+            self.said = said
+        reached = steps[-1] if steps else 0
+        self.bar.update(reached - self.shown)
+        self.shown = reached
 
 
 @contextlib.contextmanager

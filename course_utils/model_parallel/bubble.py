@@ -19,6 +19,7 @@ from typing import TypeVar
 
 import torch
 
+from ..core import progress
 from ..core.machine import MachineShare, machine_cores, on_a_quiet_machine
 from .pipeline import PipelineRun, mlp, run_pipeline
 from .schedules import BACKWARD, FORWARD, Timeline, bubble_formula, simulate
@@ -37,7 +38,11 @@ HANDOFF_LINK = "100gbit,10us"
 def typical_run(schedule: str = "gpipe", *, repeats: int = 3, **kwargs) -> PipelineRun:
     """The run with the median step time out of `repeats`, so that one hiccup of a shared
     machine (another process holding the core for a moment) does not decide the picture."""
-    runs = [run_pipeline(schedule, **kwargs) for _ in range(repeats)]
+    runs = []
+    with progress.bar(repeats, f"{schedule} steps", "step") as bar:
+        for _ in range(repeats):
+            runs.append(run_pipeline(schedule, **kwargs))
+            bar.update(1)
     return sorted(runs, key=lambda r: r.timeline.makespan())[len(runs) // 2]
 
 
@@ -75,10 +80,12 @@ def least_disturbed_steps(
     each let 1F1B against GPipe come out over 10% apart beside a CPU hog (`make stress`),
     though both take the same time for the same work."""
     steps: dict[str, list[Timeline]] = {name: [] for name in schedules}
-    for _ in range(repeats):
-        for name in schedules:
-            run = real_compute_run(name, stages, microbatches, **kwargs)
-            steps[name].append(run.timeline)
+    with progress.bar(repeats * len(schedules), f"{' and '.join(schedules)} steps", "step") as bar:
+        for _ in range(repeats):
+            for name in schedules:
+                run = real_compute_run(name, stages, microbatches, **kwargs)
+                steps[name].append(run.timeline)
+                bar.update(1)
     return {name: min(timelines, key=Timeline.step_over_work) for name, timelines in steps.items()}
 
 
@@ -134,40 +141,38 @@ def measure_bubble(
     on the wall clock, fair only with a core per stage; simulated on the link clock).
     `stage_cost` makes stages unequal, as in `real_compute_run`.
     """
+    clock = "real" if link is None else "simulated"
+    sizes = dict(width=width, micro_batch_size=micro_batch_size, stage_cost=stage_cost)
     rows = []
-    for m in microbatches:
-        runs = [
-            real_compute_run(
-                schedule,
-                stages,
-                m,
-                width=width,
-                micro_batch_size=micro_batch_size,
-                link=link,
-                stage_cost=stage_cost,
-            )  # fmt: skip
-            for _ in range(repeats)
-        ]
-        tl = min((r.timeline for r in runs), key=Timeline.bubble_fraction)
-        handoffs = tl.handoffs()
-        handoff = statistics.median(handoffs) if handoffs else 0.0
-        played = simulate(schedule, stages, m, per_op=tl.op_durations(), handoff=handoff)
-        busy = {
-            k: sum(e.end - e.start for e in tl.compute() if e.kind == k)
-            for k in (FORWARD, BACKWARD)
-        }
-        rows.append(
-            {
-                "microbatches": m,
-                "measured": tl.bubble_fraction(),
-                "predicted": bubble_formula(stages, m),
-                "from_stages_and_link": played.bubble_fraction(),
-                "step_over_played_out": tl.makespan() / played.makespan(),
-                "backward_over_forward": busy[BACKWARD] / busy[FORWARD],
-                "forward_seconds": tl.slot,
-                "handoff_seconds": handoff,
-                "clock": "real" if link is None else "simulated",
-                "stages": stages,
-            }
-        )
+    with progress.bar(len(microbatches) * repeats, f"{schedule}, {clock} clock", "step") as bar:
+        for m in microbatches:
+            bar.set_postfix(M=m)
+            runs = []
+            for _ in range(repeats):
+                runs.append(real_compute_run(schedule, stages, m, link=link, **sizes))
+                bar.update(1)
+            tl = min((r.timeline for r in runs), key=Timeline.bubble_fraction)
+            rows.append(_bubble_row(tl, schedule, stages, m, clock))
     return rows
+
+
+def _bubble_row(tl: Timeline, schedule: str, stages: int, m: int, clock: str) -> dict:
+    """`measure_bubble`'s row for one M, from its least idle step `tl`."""
+    handoffs = tl.handoffs()
+    handoff = statistics.median(handoffs) if handoffs else 0.0
+    played = simulate(schedule, stages, m, per_op=tl.op_durations(), handoff=handoff)
+    busy = {
+        k: sum(e.end - e.start for e in tl.compute() if e.kind == k) for k in (FORWARD, BACKWARD)
+    }
+    return {
+        "microbatches": m,
+        "measured": tl.bubble_fraction(),
+        "predicted": bubble_formula(stages, m),
+        "from_stages_and_link": played.bubble_fraction(),
+        "step_over_played_out": tl.makespan() / played.makespan(),
+        "backward_over_forward": busy[BACKWARD] / busy[FORWARD],
+        "forward_seconds": tl.slot,
+        "handoff_seconds": handoff,
+        "clock": clock,
+        "stages": stages,
+    }

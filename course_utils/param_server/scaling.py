@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 
 import matplotlib.pyplot as plt
 
+from ..core import progress
 from ..core.checks import Verdict, verdict
 from ..core.style import PALETTE, new_figure
 from ..core.timing_claims import timing_claim
@@ -56,13 +57,16 @@ def predicted_seconds(link, model_bytes: float, workers: int, shards: int) -> fl
 def step_seconds(sizes, data, workers: tuple, servers: tuple, *, hidden: int, updates: int, link):
     """Seconds per synchronous update on the server's clock, and bytes per shard's link."""
     out = ShardScaling()
-    for w in workers:
-        for s in servers:
-            cfg = server_config(sizes, mode="sync", workers=w, updates=updates, hidden=hidden)
-            run = run_parameter_server(replace(cfg, servers=s, link=link), data, eval_samples=1)
-            out.seconds[w, s] = run.seconds / run.updates
-            out.shard_bytes[w, s] = max(run.shard_bytes) / run.updates
-            out.model_bytes = run.params.numel() * run.params.element_size()
+    with progress.bar(len(workers) * len(servers), "workers x shards", "layout") as bar:
+        for w in workers:
+            for s in servers:
+                bar.set_postfix(workers=w, shards=s)
+                cfg = server_config(sizes, mode="sync", workers=w, updates=updates, hidden=hidden)
+                run = run_parameter_server(replace(cfg, servers=s, link=link), data, eval_samples=1)
+                out.seconds[w, s] = run.seconds / run.updates
+                out.shard_bytes[w, s] = max(run.shard_bytes) / run.updates
+                out.model_bytes = run.params.numel() * run.params.element_size()
+                bar.update(1)
     return out
 
 

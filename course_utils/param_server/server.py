@@ -26,6 +26,7 @@ from torch import nn
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
 from ..allreduce.algorithms import chunk_bounds
+from ..core import progress
 from ..core.errors import LaunchError
 from ..core.models import build
 from ..network import wire as links
@@ -130,8 +131,10 @@ def node(cfg: ServerConfig, train, input_shape, num_classes):
     shards = chunk_bounds(params.numel(), cfg.servers)
     dist.barrier()
     with links.active(cfg.link):
-        if dist.get_rank() < cfg.servers:
-            return _serve(cfg, params, shards[dist.get_rank()])
+        if dist.get_rank() < cfg.servers:  # rank 0, server 0, shows the updates it applies
+            desc = f"{cfg.mode} server, {cfg.workers} workers"
+            with progress.bar(cfg.updates, desc, "update") as bar:
+                return _serve(cfg, params, shards[dist.get_rank()], bar)
         return _work(cfg, params, shards, train, input_shape, num_classes)
 
 
@@ -173,7 +176,7 @@ def _work(cfg, params, shards, train, input_shape, num_classes) -> dict:
     return {"worker": worker, "gradients": pushed, "losses": losses, "bytes": moved}
 
 
-def _serve(cfg: ServerConfig, params: torch.Tensor, shard: tuple[int, int]) -> ServerLog:
+def _serve(cfg: ServerConfig, params: torch.Tensor, shard: tuple[int, int], bar) -> ServerLog:
     a, b = shard
     mine = params[a:b].clone()
     log = ServerLog(shard=shard)
@@ -217,6 +220,7 @@ def _serve(cfg: ServerConfig, params: torch.Tensor, shard: tuple[int, int]) -> S
         log.staleness.append(staleness)
         log.senders.append(senders)
         log.seconds.append(time.perf_counter() - start)
+        bar.update(1)
         if version % cfg.snapshot_every == 0 or version == cfg.updates:
             log.snapshots.append((version, log.seconds[-1], mine.clone()))
 

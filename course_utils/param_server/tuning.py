@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from torch.utils.data import TensorDataset
 
+from ..core import progress
 from ..core.checks import Verdict, verdict
 from ..core.data import Data, train_val_split
 from .runs import PSRun, evaluate, run_parameter_server, serial_twin, server_config
@@ -97,17 +98,21 @@ class LrSweep:
 def lr_sweep(sizes, split: Data, lrs, seeds, gradients: int) -> LrSweep:
     """Every method of `METHODS` at every lr and seed, on `gradients` gradients each."""
     sweep = LrSweep(tuple(lrs), tuple(seeds))
-    for method, (mode, workers) in METHODS.items():
-        workers = workers or sizes.workers
-        updates = gradients // workers if mode == "sync" else gradients
-        for lr in sweep.lrs:
-            for seed in sweep.seeds:
-                cfg = server_config(
-                    sizes, mode=mode, workers=workers, updates=updates, lr=lr, seed=seed,
-                    snapshot_every=max(1, sizes.snapshot_every * updates // gradients),
-                )  # fmt: skip
-                sweep.configs[method, lr, seed] = cfg
-                sweep.runs[method, lr, seed] = _run(cfg, split)
+    total = len(METHODS) * len(sweep.lrs) * len(sweep.seeds)
+    with progress.bar(total, "lr sweep: each method, lr and seed", "run") as bar:
+        for method, (mode, workers) in METHODS.items():
+            workers = workers or sizes.workers
+            updates = gradients // workers if mode == "sync" else gradients
+            bar.set_postfix(method=method)
+            for lr in sweep.lrs:
+                for seed in sweep.seeds:
+                    cfg = server_config(
+                        sizes, mode=mode, workers=workers, updates=updates, lr=lr, seed=seed,
+                        snapshot_every=max(1, sizes.snapshot_every * updates // gradients),
+                    )  # fmt: skip
+                    sweep.configs[method, lr, seed] = cfg
+                    sweep.runs[method, lr, seed] = _run(cfg, split)
+                    bar.update(1)
     return sweep
 
 

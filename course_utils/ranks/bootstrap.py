@@ -20,6 +20,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
+from ..core import progress
 from ..core.errors import BackendError
 from ..core.gpus import visible_gpus
 from ..core.machine import machine_cores
@@ -148,11 +149,14 @@ def prepare(backend: str, local_rank: int, threads: int) -> torch.device:
 
 
 def init_process_group(backend: str, timeout: float, init_method: str, rank=None, world_size=None):
-    """Join the process group; a peer that never arrives becomes an error after `timeout` s."""
+    """Join the process group; a peer that never arrives becomes an error after `timeout` s.
+    Only rank 0 keeps its progress bars: one bar per job, however many ranks run it."""
     kwargs = {"rank": rank, "world_size": world_size} if rank is not None else {}
     dist.init_process_group(
         backend, init_method=init_method, timeout=timedelta(seconds=timeout), **kwargs
     )
+    if dist.get_rank() != 0:
+        progress.send_to(None)
 
 
 TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR")

@@ -16,8 +16,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
+from ..core import progress
 from ..core.errors import LaunchError, Stopped
 from . import processes
 from .bootstrap import THREADS_VAR, threads_per_rank
@@ -88,18 +90,25 @@ def run_local_nodes(
     module: str = "course_utils.ranks.torchrun",
     module_args: list[str] | None = None,
     max_restarts: int = 0,
+    bars: bool = True,
+    watch: Callable[[], None] | None = None,
 ) -> list:
     """Run `target` (or `module`) as an `nnodes`-node torchrun job on localhost.
 
     Returns what rank 0 reported for every rank, in rank order. A node that fails stops
     the job at once and is named in the `LaunchError` (the first to fail, if several do);
-    at the timeout the nodes still running are named.
+    at the timeout the nodes still running are named. With `bars`, rank 0's progress bars
+    come back as lines in the nodes' logs and are drawn here while the job runs; `watch` is
+    called about ten times a second meanwhile (say, to move a bar of the caller's own).
     """
     port = free_port()
     env = {**os.environ, "GLOO_SOCKET_IFNAME": os.environ.get("GLOO_SOCKET_IFNAME", _lo())}
     env[THREADS_VAR] = str(threads_per_rank(nnodes * nproc_per_node))  # all "nodes" share cores
+    if bars:
+        env[progress.LINES_VAR] = "1"
     workdir = Path(tempfile.mkdtemp(prefix="course-nodes-"))  # our logs and the agents'
     logs = [workdir / f"node{n}.log" for n in range(nnodes)]
+    relay = BarRelay(logs)
     agents = []
     own_exit: dict[int, int] = {}  # exit codes of agents that ended by themselves
     failed: list[int] = []  # the nodes seen failing first
@@ -128,6 +137,9 @@ def run_local_nodes(
             failed = [n for n, a in enumerate(agents) if a.poll() not in (None, 0)]
             if failed:
                 break  # one node failed: the others would wait for it until the timeout
+            relay()
+            if watch is not None:
+                watch()
             time.sleep(0.1)
     except KeyboardInterrupt:
         interrupted = True
@@ -135,6 +147,7 @@ def run_local_nodes(
         own_exit = {n: a.poll() for n, a in enumerate(agents) if a.poll() is not None}
         with processes.interrupts_held():  # a second interrupt must not cut the stop short
             processes.stop(*agents, wait=10)
+            relay.close()
         texts = [log.read_text(errors="replace") if log.exists() else "" for log in logs]
         shutil.rmtree(workdir, ignore_errors=True)
         failed = failed or sorted(n for n, code in own_exit.items() if code != 0)
@@ -142,7 +155,8 @@ def run_local_nodes(
         if not interrupted and (echo or failed or len(agents) < nnodes):  # failures show logs
             for n, text in enumerate(texts):
                 for line in text.splitlines():
-                    print(f"[node {n}] {line}")
+                    if progress.PREFIX not in line:
+                        print(f"[node {n}] {line}")
     if interrupted:
         raise Stopped(
             f"interrupted: the {nnodes}-node torchrun job was stopped ({len(agents)} of its "
@@ -160,6 +174,31 @@ def run_local_nodes(
             if RESULTS_PREFIX in line:
                 return json.loads(line.split(RESULTS_PREFIX, 1)[1])
     raise LaunchError("the torchrun job finished but rank 0 printed no results line.")
+
+
+class BarRelay:
+    """Rank 0's bars, read from the nodes' logs as they grow and drawn here: from every
+    node's log, since the node that holds rank 0 may change when the agents restart a job."""
+
+    def __init__(self, logs: list[Path]):
+        self.logs, self.read, self.mirror = logs, [0] * len(logs), progress.Mirror()
+
+    def __call__(self) -> None:
+        for n, log in enumerate(self.logs):
+            if not log.exists():
+                continue
+            with open(log, "rb") as f:
+                f.seek(self.read[n])
+                chunk = f.read()
+            whole = chunk[: chunk.rfind(b"\n") + 1]  # a line still being written waits
+            self.read[n] += len(whole)
+            for line in whole.decode(errors="replace").splitlines():
+                self.mirror.feed(line)
+
+    def close(self) -> None:
+        """Draw what came last (a bar's final state) and take the bar away."""
+        self()
+        self.mirror.close()
 
 
 def _lo() -> str:

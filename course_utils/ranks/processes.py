@@ -19,6 +19,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 
 import torch
 
@@ -178,17 +179,38 @@ def start_command(cmd: list[str], **popen_kwargs) -> subprocess.Popen:
     )
 
 
-def run_command(cmd: list[str]) -> subprocess.CompletedProcess:
+def run_command(
+    cmd: list[str], on_error_line: Callable[[str], bool] | None = None, env: dict | None = None
+) -> subprocess.CompletedProcess:
     """`subprocess.run(cmd, capture_output=True)`, but started by `start_command`, so an
-    interrupt or an error here stops it and everything it started, never leaving them."""
+    interrupt or an error here stops it and everything it started, never leaving them.
+
+    With `on_error_line`, each line the command writes on stderr is handed to it as it comes
+    (a progress bar's state, to draw while the command runs) and kept unless it returns True.
+    """
     with interrupts_held():  # recorded, or not started
-        child = start_command(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        child = start_command(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     try:
-        out, err = child.communicate()
+        if on_error_line is None:
+            out, err = child.communicate()
+        else:
+            out, err = _read_as_it_comes(child, on_error_line)
     finally:
         with interrupts_held():  # a second interrupt must not cut the stop short
             stop(child)
     return subprocess.CompletedProcess(cmd, child.returncode, out, err)
+
+
+def _read_as_it_comes(child: subprocess.Popen, on_error_line) -> tuple[bytes, bytes]:
+    """stderr line by line here, stdout whole on a thread: a full stdout pipe would stall
+    the child while this side waited for its next stderr line."""
+    out: list[bytes] = []
+    reader = threading.Thread(target=lambda: out.append(child.stdout.read()), daemon=True)
+    reader.start()
+    kept = [line for line in child.stderr if not on_error_line(line.decode(errors="replace"))]
+    child.wait()
+    reader.join()
+    return (out[0] if out else b""), b"".join(kept)
 
 
 def kill_group(pid: int) -> None:

@@ -13,6 +13,7 @@ terminal's `python -m course_utils sweep ...` from a notebook and reads its resu
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
 from dataclasses import asdict, dataclass, field, fields
@@ -221,6 +222,8 @@ def run_command(command: str) -> SweepResult:
     very line shows the file and the command work as printed. `python` is this kernel's
     Python; `--json` is added if missing. The command runs in a child process that dies with
     this one; exit code 2 (a bad config or `-j`) raises `SweepConfigError` with its message.
+    Its bar of finished trials comes back as lines on stderr (`progress.LineBar`) and is
+    drawn here, since a command's own bar would only reach a pipe.
     """
     argv = shlex.split(command)
     if argv[:4] != ["python", "-m", "course_utils", "sweep"]:
@@ -228,7 +231,12 @@ def run_command(command: str) -> SweepResult:
             f"run_command runs `python -m course_utils sweep [-j N] CONFIG`, got {command!r}."
         )
     argv = [sys.executable, *argv[1:], *([] if "--json" in argv else ["--json"])]
-    done = processes.run_command(argv)
+    bar = progress.Mirror()
+    try:
+        env = {**os.environ, progress.LINES_VAR: "1"}
+        done = processes.run_command(argv, on_error_line=bar.feed, env=env)
+    finally:
+        bar.close()
     said = done.stderr.decode(errors="replace").strip()
     if done.returncode == 2:
         raise SweepConfigError(said.removeprefix("sweep: "))

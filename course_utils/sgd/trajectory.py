@@ -76,30 +76,41 @@ def race(net, dataset, batches: dict, lrs, seconds: float, per_update: dict, see
     Returns name -> {"losses": {lr: full-data loss at the end}, "lr": the best lr, "loss":
     its loss, "seconds": the training time that run took}.
     """
-    from ..core import training
+    from ..core import progress, training
 
     whole = training.tensor_loader(dataset, 4096, shuffle=False)
     out = {}
-    for name, batch in batches.items():
-        steps = max(1, round(seconds / per_update[name]))
-        runs = {}
-        for lr in lrs:
-            history = training.train(
-                copy.deepcopy(net),
-                training.tensor_loader(dataset, batch, seed=seed),
-                max_steps=steps,
-                lr=lr,
-                eval_loader=whole,
-                eval_every=steps,
-                seed=seed,
-                threads=threads,
-            )
-            runs[lr] = history
-        losses = {lr: h.eval_loss[-1] for lr, h in runs.items()}
-        best = min(lrs, key=lambda lr: losses[lr] if math.isfinite(losses[lr]) else math.inf)
-        out[name] = {"losses": losses, "lr": best, "loss": losses[best],
-                     "seconds": runs[best].seconds, "updates": steps}  # fmt: skip
+    with progress.bar(len(batches) * len(lrs), "race: each method at each lr", "run") as bar:
+        for name, batch in batches.items():
+            out[name] = _race_one(net, dataset, batch, lrs, seconds / per_update[name], whole,
+                                  seed, threads, bar)  # fmt: skip
     return out
+
+
+def _race_one(net, dataset, batch: int, lrs, updates: float, whole, seed, threads, bar) -> dict:
+    """One method of `race` at every lr, `updates` updates each (at least one)."""
+    from ..core import training
+
+    steps = max(1, round(updates))
+    runs = {}
+    for lr in lrs:
+        bar.set_postfix(batch=batch, lr=lr)
+        runs[lr] = training.train(
+            copy.deepcopy(net),
+            training.tensor_loader(dataset, batch, seed=seed),
+            max_steps=steps,
+            lr=lr,
+            eval_loader=whole,
+            eval_every=steps,
+            seed=seed,
+            threads=threads,
+            progress=False,  # the race's bar counts the runs
+        )
+        bar.update(1)
+    losses = {lr: h.eval_loss[-1] for lr, h in runs.items()}
+    best = min(lrs, key=lambda lr: losses[lr] if math.isfinite(losses[lr]) else math.inf)
+    return {"losses": losses, "lr": best, "loss": losses[best],
+            "seconds": runs[best].seconds, "updates": steps}  # fmt: skip
 
 
 def wins_race(results: dict, winner: str, margin: float = 0.0, machine=None):

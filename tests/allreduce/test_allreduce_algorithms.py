@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.distributed as dist
+from recorded_bars import last_states, record_rank_bars
 
 from course_utils.allreduce import cost_model
 from course_utils.allreduce.algorithms import ALGORITHMS, Trace, chunk_bounds, ring_allreduce
@@ -186,3 +187,13 @@ def test_pingpong_and_timing_return_positive_medians():
     table = time_allreduce(2, (1 << 10, 1 << 14), repeats=2)
     assert set(table) == {*ALGORITHMS, "builtin"}
     assert all(len(v) == 2 and min(v) > 0 for v in table.values())
+
+
+def test_rank_0_counts_the_timing_rounds_also_those_a_slow_link_skips(monkeypatch):
+    states = record_rank_bars(monkeypatch)
+    time_allreduce(2, (1 << 10, 1 << 14), repeats=2, algorithms=("ring",), link="real")
+    real = last_states(states)["all-reduce on 2 ranks"]
+    assert (real["unit"], real["total"], real["n"], real["closed"]) == ("round", 6, 6, True)
+    states.clear()  # over a slow emulated link, a size whose timed round is long is timed once
+    time_allreduce(2, (1 << 16,), repeats=3, algorithms=("ring",), link="2mbit,1ms")
+    assert [s["n"] for s in states] == [1, 2, 4, 4] and states[-1]["closed"]

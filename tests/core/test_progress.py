@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import shlex
+import sys
 import time
 
+import pytest
 import torch.distributed as dist
+from recorded_bars import record_bars
 
 from course_utils.core import progress
+from course_utils.ranks import processes
 from course_utils.ranks.launch import launch
 from course_utils.sgd import sweep
 
@@ -73,3 +79,63 @@ def test_a_sweep_counts_its_finished_trials_on_one_bar(monkeypatch):
     }
     sweep.run(config, jobs=2, trial=_fast)
     assert sum(counted) == 3
+
+
+def test_a_bar_closes_when_its_block_ends_even_by_an_error(monkeypatch):
+    bars = record_bars(monkeypatch)  # recorded bars close as NullBar's stand-ins do
+    with pytest.raises(ZeroDivisionError), progress.bar(3, "steps", "step") as bar:
+        bar.update(1)
+        raise ZeroDivisionError
+    assert bars[0].closed and bars[0].n == 1
+
+
+def test_a_line_bar_is_drawn_by_the_parent_that_reads_its_lines(monkeypatch, capsys):
+    monkeypatch.setenv(progress.LINES_VAR, "1")
+    for total in (3, 1000):  # a few slow steps: each one shown; thousands: about 100 lines
+        steps = progress.bar(total, "steps", "step")
+        assert isinstance(steps, progress.LineBar)
+        with steps:
+            for _ in range(total):
+                steps.update(1)
+        lines = capsys.readouterr().err.splitlines()
+        assert len(lines) == (total + 2 if total < 100 else 102)
+        bars, mirror = record_bars(monkeypatch), progress.Mirror()
+        assert not mirror.feed("trial 2 failed: ValueError")  # not a bar's: the caller keeps it
+        assert all(mirror.feed(line) for line in lines)
+        assert (bars[0].total, bars[0].n, bars[0].closed) == (total, total, True)
+        monkeypatch.undo()
+        monkeypatch.setenv(progress.LINES_VAR, "1")
+
+
+def test_the_sweep_command_draws_its_bar_of_trials_here(tmp_path, monkeypatch):
+    (tmp_path / "progress_test_trials.py").write_text("def square(x=0):\n    return {'loss': x}\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))  # where the command imports the trial from
+    path = tmp_path / "optim.config"
+    config = {
+        "algorithm": "grid",
+        "parameters": {"x": {"values": [1, 2, 3, 4]}},
+        "spec": {"metric": "loss", "objective": "minimize"},
+        "trial": "progress_test_trials:square",
+    }
+    path.write_text(json.dumps(config))
+    bars = record_bars(monkeypatch)
+    result = sweep.run_command(f"python -m course_utils sweep -j 2 {shlex.quote(str(path))}")
+    assert len(result.trials) == 4 and result.best.params == {"x": 1}
+    assert [(b.desc, b.unit, b.total, b.n, b.closed) for b in bars] == [
+        ("trials, 2 at a time", "trial", 4, 4, True)
+    ]
+
+
+def test_a_command_keeps_its_other_error_lines_and_a_full_stdout_does_not_stall_it(monkeypatch):
+    states = [{"total": 2, "desc": "trials", "unit": "trial", "n": n} for n in (0, 1, 2)]
+    said = [progress.PREFIX + json.dumps(s) for s in states[:2]] + ["trial 1 failed: ValueError"]
+    said.append(progress.PREFIX + json.dumps({**states[2], "closed": True}))
+    script = (
+        "import sys; sys.stdout.write('x' * 300_000); sys.stdout.flush(); "
+        f"sys.stderr.write({chr(10).join(said)!r} + chr(10))"
+    )
+    bars, mirror = record_bars(monkeypatch), progress.Mirror()
+    done = processes.run_command([sys.executable, "-c", script], on_error_line=mirror.feed)
+    assert done.returncode == 0 and len(done.stdout) == 300_000  # a pipe holds 64 kB
+    assert done.stderr == b"trial 1 failed: ValueError\n"
+    assert [(b.total, b.n, b.closed) for b in bars] == [(2, 2, True)]

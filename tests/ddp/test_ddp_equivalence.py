@@ -6,6 +6,7 @@ import contextlib
 
 import pytest
 import torch
+from recorded_bars import record_bars
 from torch.utils.data import DistributedSampler, TensorDataset
 
 from course_utils.core.gpus import visible_gpus
@@ -116,7 +117,8 @@ def test_splitting_a_global_batch_reports_compute_and_communication():
     assert rows[0].communication_per_step == 0 < rows[1].communication_per_step  # one process
 
 
-def test_ddp_training_script_runs_as_a_two_node_torchrun_job():
+def test_ddp_training_script_runs_as_a_two_node_torchrun_job(monkeypatch):
+    bars = record_bars(monkeypatch)  # rank 0's, relayed through its node's log
     reports = run_local_nodes(
         None,
         nnodes=2,
@@ -131,6 +133,10 @@ def test_ddp_training_script_runs_as_a_two_node_torchrun_job():
     assert spread_over_nodes(reports, nnodes=2, per_node=1).ok
     assert ddp_verdicts.same_parameters(reports).ok
     assert ddp_verdicts.effective_batch_counted(reports, nodes=2, per_rank_batch=64).ok
+    steps = reports[0]["steps"]
+    assert [(b.desc, b.unit, b.total, b.n, b.closed) for b in bars] == [
+        ("DDP on 2 ranks", "update", steps, steps, True)
+    ]
 
 
 def test_data_parallel_needs_two_gpus():

@@ -9,6 +9,7 @@ import sys
 from dataclasses import asdict, replace
 
 import pytest
+from recorded_bars import RecordedBar, record_bars
 from torchrun_agents import seconds_it_outlives, stop_the_agent_once_its_worker_runs
 
 from course_utils.failures import elastic, elastic_worker, verdicts
@@ -18,8 +19,13 @@ from course_utils.ranks.local_nodes import free_port, torchrun_command
 SMALL = RunConfig(steps=12, every=4, hidden=16, train_samples=256, kill_rank=1, kill_at=6)
 
 
-def test_the_agents_restart_the_group_and_it_ends_like_an_uninterrupted_run():
+def test_the_agents_restart_the_group_and_it_ends_like_an_uninterrupted_run(monkeypatch):
+    bars = record_bars(monkeypatch)
     out = elastic.elastic_restart(SMALL, nodes=2, max_restarts=1, timeout=90)
+    (job,) = [b for b in bars if b.desc == "elastic job"]
+    assert (job.unit, job.total, job.n, job.closed) == ("update", 12, 12, True)
+    assert {"round": 1, "killed": "rank 1 after 6"} in job.postfixes
+    assert job.postfixes[-1] == {"round": 2, "resumed_from": 4}
     assert [r["start"] for r in out["ranks"]] == [4, 4]
     assert {r["digest"] for r in out["ranks"]} == {out["twin_digest"]}
     assert any("exitcode: -9" in line for line in out["agent"])
@@ -85,3 +91,21 @@ def test_a_worker_whose_agent_dies_during_its_start_up_leaves_within_seconds(tmp
     assert was_torchrun and not elastic_worker.runs_torchrun(1)
     lived = seconds_it_outlives(worker, 10)  # it takes well under 1 s
     assert lived < 10, "the worker outlived its agent by 10 s"
+
+
+def test_the_elastic_bar_tells_the_story_from_the_files_rank_0_writes(tmp_path):
+    bar = RecordedBar(24, "elastic job", "update")
+    watch = elastic.JobWatch(tmp_path, replace(SMALL, steps=24, kill_at=13), bar)
+    watch()  # the agents are starting: nothing written yet
+    assert (bar.n, bar.postfixes) == (0, [{"round": 1}])
+    losses = tmp_path / "losses.txt"
+    losses.write_text("".join(f"{s} 0.5\n" for s in range(1, 14)) + "14 0.")  # 14: half written
+    watch()
+    assert bar.n == 13
+    (tmp_path / "killed_at.txt").write_text("1.0")
+    watch()
+    assert bar.n == 13 and bar.postfixes[-1] == {"round": 1, "killed": "rank 1 after 13"}
+    losses.write_text("".join(f"{s} 0.5\n" for s in [*range(1, 14), *range(9, 25)]))
+    watch()
+    assert bar.n == 24 and bar.postfixes[-1] == {"round": 2, "resumed_from": 8}
+    assert len(bar.postfixes) == 3  # said again only when the story moves on

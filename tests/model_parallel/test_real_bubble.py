@@ -12,6 +12,7 @@ import statistics
 import pytest
 import torch
 from pipeline_timelines import assert_well_formed
+from recorded_bars import record_bars
 from torch import nn
 
 from course_utils.model_parallel import measure_bubble, real_compute_run
@@ -214,3 +215,28 @@ def test_measured_rows_name_their_clock_and_the_measured_handoff():
     real = measure_bubble(2, [2], width=64, micro_batch_size=8, link=None)
     assert emulated[0]["clock"] == "simulated" and real[0]["clock"] == "real"
     assert all(r["handoff_seconds"] >= 0 for r in emulated + real)
+
+
+def test_the_bubble_and_step_measurements_count_their_steps_on_a_bar(monkeypatch):
+    from course_utils.model_parallel import bubble
+
+    bars = record_bars(monkeypatch)
+    run = type("Run", (), {"timeline": _two_stage_step()})
+    monkeypatch.setattr(bubble, "real_compute_run", lambda *a, **k: run)
+    bubble.measure_bubble(2, [1], width=8, micro_batch_size=2, repeats=3)
+    bubble.least_disturbed_steps(("gpipe", "1f1b"), 2, 1, repeats=3, width=8)
+    assert [(b.desc, b.unit, b.total, b.n, b.closed) for b in bars] == [
+        ("gpipe, simulated clock", "step", 3, 3, True),
+        ("gpipe and 1f1b steps", "step", 6, 6, True),
+    ]
+
+
+def test_a_step_that_fails_still_closes_the_bar(monkeypatch):
+    from course_utils.model_parallel import bubble
+
+    bars = record_bars(monkeypatch)
+    runs = iter([type("Run", (), {"timeline": _two_stage_step()})])
+    monkeypatch.setattr(bubble, "real_compute_run", lambda *a, **k: next(runs))
+    with pytest.raises(StopIteration):
+        bubble.measure_bubble(2, [1, 2], width=8, micro_batch_size=2, link=None)
+    assert [(b.desc, b.n, b.closed) for b in bars] == [("gpipe, real clock", 1, True)]

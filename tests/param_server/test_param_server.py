@@ -6,6 +6,7 @@ import time
 
 import pytest
 import torch
+from recorded_bars import last_states, record_bars, record_rank_bars
 
 from course_utils.core import data
 from course_utils.param_server.local_sgd import AveragingConfig, local_sgd
@@ -94,3 +95,25 @@ def test_bad_configs_are_refused():
         ServerConfig(mode="downpour")
     with pytest.raises(ValueError, match="kill_worker"):
         ServerConfig(workers=2, kill_worker=3)
+
+
+def test_server_0_counts_its_updates_and_the_layouts_count_on_their_own_bar(mnist, monkeypatch):
+    from course_utils.param_server import scaling
+
+    states = record_rank_bars(monkeypatch)
+    cfg = ServerConfig(mode="async", workers=2, updates=12, **SMALL)
+    run_parameter_server(cfg, mnist, eval_samples=10)
+    shown = last_states(states)["async server, 2 workers"]
+    assert (shown["unit"], shown["total"], shown["n"], shown["closed"]) == ("update", 12, 12, True)
+    bars = record_bars(monkeypatch)
+    monkeypatch.setattr(scaling, "run_parameter_server", lambda cfg, data, **kw: _fake_run())
+    sizes = type("Sizes", (), {"workers": 2, "gradients": 10, "lr": 0.1, "model": "mlp",
+                               "snapshot_every": 5, **SMALL})  # fmt: skip
+    scaling.step_seconds(sizes, mnist, (2, 4), (1, 2, 4), hidden=16, updates=2, link="real")
+    assert [(b.unit, b.total, b.n, b.closed) for b in bars] == [("layout", 6, 6, True)]
+
+
+def _fake_run():
+    return type(
+        "Run", (), {"seconds": 1.0, "updates": 2, "shard_bytes": [8], "params": torch.ones(3)}
+    )

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
 
 import pytest
+from recorded_bars import record_bars
 
+from course_utils.core import progress
 from course_utils.core.errors import LaunchError
 from course_utils.ranks.examples import spread_over_nodes, sum_of_ranks, whoami
 from course_utils.ranks.launch import launch, live_children
-from course_utils.ranks.local_nodes import run_local_nodes, torchrun_command
+from course_utils.ranks.local_nodes import BarRelay, run_local_nodes, torchrun_command
 from course_utils.ranks.torchrun import load_target
 
 
@@ -151,3 +154,20 @@ def test_a_rank_whose_agent_dies_while_it_imports_leaves_instead_of_waiting_alon
     assert was_torchrun and not agent.runs_torchrun(1)
     lived = seconds_it_outlives(worker, 60)  # its imports take a few seconds on 2 cores
     assert lived < 60, "the rank outlived its agent by 60 s"
+
+
+def test_rank_0s_bar_is_drawn_from_whichever_nodes_log_holds_it(tmp_path, monkeypatch):
+    bars = record_bars(monkeypatch)
+    logs = [tmp_path / "node0.log", tmp_path / "node1.log"]
+    relay = BarRelay(logs)
+    relay()  # no log yet: nothing to draw
+    state = {"total": 4, "desc": "updates", "unit": "update"}
+    line = progress.PREFIX + json.dumps({**state, "n": 1})
+    logs[0].write_text(f"agent starting\n{line}\n" + line[:20])  # a line still being written
+    logs[1].write_text("")
+    relay()
+    assert [(b.total, b.n) for b in bars] == [(4, 1)]  # the whole line's state, no more
+    with open(logs[1], "a") as log:  # the restarted job's rank 0 runs on node 1
+        log.write(progress.PREFIX + json.dumps({**state, "n": 4, "closed": True}) + "\n")
+    relay.close()
+    assert (bars[0].n, bars[0].closed) == (4, True)

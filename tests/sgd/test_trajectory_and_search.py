@@ -7,6 +7,7 @@ import math
 
 import pytest
 import torch
+from recorded_bars import record_bars
 
 from course_utils.core.machine import MachineShare
 from course_utils.sgd import search_speed, trajectory
@@ -108,3 +109,12 @@ def test_epoch_time_verdicts_name_their_thresholds_and_fail_below_them(capsys):
         == "✗ timed alone, the smallest batch takes over 4x as long per epoch as the largest"
     )
     assert "with 4 trials at a time" in out[-1] and "over 3x" in out[-1]
+
+
+def test_the_race_counts_its_runs_on_one_bar(monkeypatch):
+    bars = record_bars(monkeypatch)
+    data = torch.utils.data.TensorDataset(torch.randn(64, 4), torch.randint(0, 3, (64,)))
+    batches, per_update = {"gd": 64, "mb": 8}, {"gd": 1e-3, "mb": 1e-3}
+    trajectory.race(torch.nn.Linear(4, 3), data, batches, (0.01, 0.1, 1.0), 0.005, per_update)
+    assert [(b.unit, b.total, b.n, b.closed) for b in bars] == [("run", 6, 6, True)]
+    assert bars[0].postfixes[-1] == {"batch": 8, "lr": 1.0}  # what runs now
