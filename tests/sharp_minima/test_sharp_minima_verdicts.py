@@ -96,12 +96,15 @@ def test_lr_verdict_fails_when_the_batch_orders_sharpness():
 
 
 def test_equal_lr_over_b_verdict_fails_when_the_batch_orders_sharpness():
-    assert verdicts.batch_matters_little_at_equal_lr_over_b(RUNS).ok
+    check = verdicts.larger_batch_not_sharper_at_equal_lr_over_b
+    assert check(RUNS).ok
     keskar = {**RUNS, "slow": {**SLOW, "sharpness": [6.2], "hessian": [5.2]}}
-    assert not verdicts.batch_matters_little_at_equal_lr_over_b(keskar).ok
+    assert not check(keskar).ok
     sharp_control = {**RUNS, "control": {**CONTROL, "hessian": [10.0, 11.0]}}
-    assert not verdicts.batch_matters_little_at_equal_lr_over_b(sharp_control).ok
-    assert not verdicts.batch_matters_little_at_equal_lr_over_b({"small": SMALL}).ok
+    assert not check(sharp_control).ok
+    assert not check({**RUNS, "control": {**CONTROL, "sharpness": [7.5, 8.0]}}).ok  # 1.24x
+    assert check({**RUNS, "control": {**CONTROL, "hessian": [3.0, 3.3]}}).ok  # flatter: fine
+    assert not check({"small": SMALL}).ok
 
 
 def test_edge_of_stability_verdict_fails_for_a_run_at_the_edge():
