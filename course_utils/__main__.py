@@ -36,6 +36,8 @@ def bench(args) -> int:
     result = args.bench_module.run(args)
     if args.json:
         print(json.dumps(result))
+    elif hasattr(args.bench_module, "text"):
+        print(args.bench_module.text(result))
     else:
         for key, value in result.items():
             print(f"{key:>20}: {value}")

@@ -27,6 +27,9 @@ class MeshSizes:
     dims: tuple[str, ...] = ("dp", "pp", "tp")
     microbatches: int = 2  # GPipe's M per step, in each data-parallel replica
     steps: int = 5  # SGD steps before every shard is compared with one process
+    optimizer: str = "sgd"  # momentum 0.9, as one process trains; "adam": the planner's check
+    persistent_grads: bool = False  # zeroed in place between steps, as DDP's gradient buckets
+    # are (the planner counts gradients as held all step), instead of freed
     tolerance: float = 1e-5  # fp32 agreement with one process
     timeout: float = 120.0  # one launch of the whole mesh
     seed: int = 0

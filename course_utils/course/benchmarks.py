@@ -2,8 +2,9 @@
 
 A chapter's `bench.py` (or `bench_<what>.py`, when it has more than one) defines `NAME`
 (the sub-command), `HELP`, `add_arguments(parser)` and `run(args) -> dict`; the command
-prints that dict as JSON with `--json`, or as lines. They are found by listing the
-chapters, so a new benchmark is one new file beside the code it measures.
+prints that dict as JSON with `--json`, or as lines (its `text(result)`, where it has
+one). They are found by listing the chapters, so a new benchmark is one new file beside
+the code it measures.
 """
 
 from __future__ import annotations

@@ -76,6 +76,7 @@ def working_set_bytes(
     activations: float,
     stepped: list[float] | None = None,
     grad_bytes: int = 4,
+    in_backward: float = 0.0,
 ) -> float:
     """What a step holds at its worst moment beyond the model state and the activations.
 
@@ -84,10 +85,12 @@ def working_set_bytes(
     ZeRO-3 also keeps the 1/N chunk it divides) on top of the activations. In the optimizer
     step, after the activations are freed: Adam's temporaries (`adam_temporaries`) of the
     fp32 tensors it steps, in order (`stepped`, bytes; by default the largest: a whole
-    layer after a small bias for DDP, equal 1/N chunks when sharded).
+    layer after a small bias for DDP, equal 1/N chunks when sharded). `in_backward`: other
+    bytes held only during the backward (a pipeline stage's hand-off buffers).
     """
     layer = grad_bytes * largest_layer
     backward = LAYER_COPIES_IN_BACKWARD[stage] * layer + (layer / world if stage == 3 else 0)
+    backward += in_backward
     if stepped is None:  # DDP steps a weight after its small bias; shards are equal chunks
         stepped = [4 * largest_layer] if stage == 0 else [4 * largest_layer / world] * 2
     return max(backward, adam_temporaries(stepped) - activations)

@@ -4,7 +4,8 @@ The transformer of notebook 10 trained on a 2 x 2 x 2 device mesh of 8 ranks and
 against one process; the same function under torchrun on several nodes; and a planner that
 lists, for a model and a cluster, the layouts that fit (memory per rank from notebook 08's
 formulas, step time from compute, the bubble of notebook 06's schedules and each
-collective on the cluster's links) and picks one.
+collective on the cluster's links) and picks one, checked against runs of its layouts on
+the simulated clock (`plan_check`, `bench mesh`).
 
 The names a notebook calls are resolved on first use: `python -m course_utils plan`
 imports this package and should not pay for torch's distributed modules.
@@ -21,6 +22,10 @@ _EXPORTS = {
     "cluster": "plan_model",
     "planner_widget": "plan_widget",
     "check_memory_per_rank": "plan_exercises",
+    "check_planner": "plan_check",
+    "planner_verdicts": "plan_check",
+    "plan_check": None,
+    "planner_vs_runs": "plan_check_charts",
     "published": None,
     "run_mesh": "mesh_runs",
     "train_mesh": "mesh_runs",

@@ -9,6 +9,9 @@ all-reduce of n bytes over N ranks sends 2(N-1)/N n; a send, its own bytes.
 
 Megatron's f and g are here too, on a group: the same operators as notebook 10's
 `tensor_parallel`, whose collectives take the whole world.
+
+Every exchange goes through `network.wire`: plain gloo on the real link, and inside
+`wire.active(link)` each one pays the simulated link (the planner's check, `plan_check`).
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from ..network import wire
+
 __all__ = [
     "MeshMessage",
     "all_reduce",
@@ -26,6 +31,7 @@ __all__ = [
     "count_mesh_communication",
     "enter_region",
     "leave_region",
+    "recv",
     "send",
 ]
 
@@ -66,20 +72,28 @@ def _record(dim, op, where, direction, nbytes, ranks, sent) -> None:
 
 
 def all_reduce(t: torch.Tensor, group, dim: str, where: str, direction: str) -> torch.Tensor:
-    """Sum `t` over the ranks of `group` (contiguous; in place when it already was)."""
+    """Sum `t` over the ranks of `group` (contiguous; in place when it already was), over
+    the active link (`network.wire`: plain gloo on the real one)."""
     t = t.contiguous()
-    dist.all_reduce(t, group=group)
+    wire.all_reduce(t, group=group)
     n, nbytes = dist.get_world_size(group), t.numel() * t.element_size()
     _record(dim, "all_reduce", where, direction, nbytes, n, 2 * (n - 1) * nbytes // n)
     return t
 
 
 def send(t: torch.Tensor, to: int, tag: int, dim: str, where: str, direction: str):
-    """Start sending `t` to global rank `to`; the handle to wait on before `t` is reused."""
+    """Start sending `t` to global rank `to` over the active link; the handle to wait on
+    before `t` is reused."""
     t = t.contiguous()
     nbytes = t.numel() * t.element_size()
     _record(dim, "send", where, direction, nbytes, 2, nbytes)
-    return dist.isend(t, to, tag=tag), t
+    return wire.start(("send", t, to, tag))[0], t
+
+
+def recv(t: torch.Tensor, frm: int, tag: int) -> torch.Tensor:
+    """Receive into `t` from global rank `frm` over the active link; returns `t`."""
+    wire.start(("recv", t, frm, tag))[0].wait()
+    return t
 
 
 class _Enter(torch.autograd.Function):

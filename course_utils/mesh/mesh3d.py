@@ -124,7 +124,7 @@ def gpipe_step(model: Transformer, micro: list[torch.Tensor], pp_ranks: list[int
             x = rows[:, :-1].to(dev)
         else:
             x = torch.empty(len(rows), rows.shape[1] - 1, width, device=dev)
-            dist.recv(x, pp_ranks[stage - 1], tag=i)
+            group_comm.recv(x, pp_ranks[stage - 1], tag=i)
             x.requires_grad_()
         y = _forward(model, x)
         if last:
@@ -139,7 +139,7 @@ def gpipe_step(model: Transformer, micro: list[torch.Tensor], pp_ranks: list[int
         grad = None
         if not last:
             grad = torch.empty_like(outputs[i])
-            dist.recv(grad, pp_ranks[stage + 1], tag=m + i)
+            group_comm.recv(grad, pp_ranks[stage + 1], tag=m + i)
         outputs[i].backward(grad)
         if not first:
             sends.append(group_comm.send(inputs[i].grad, pp_ranks[stage - 1], m + i, "pp",

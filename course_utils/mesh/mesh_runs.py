@@ -30,12 +30,16 @@ from .mesh3d import gpipe_step, stage_blocks, stage_model, sync_dp
 
 __all__ = [
     "FP32",
+    "OPTIMIZERS",
     "MeshRun",
+    "RankMesh",
     "bytes_formula",
     "bytes_lines",
     "check_layout",
     "config_json",
+    "join_mesh",
     "mesh_config",
+    "mesh_step",
     "run_mesh",
     "shard_diffs",
     "summarize",
@@ -77,16 +81,39 @@ def check_layout(cfg: MeshSizes) -> dict[str, int]:
     return size
 
 
-def train_mesh(cfg) -> dict:
-    """Train on this rank's place in the mesh for `cfg.steps` SGD steps; what it reports.
+OPTIMIZERS = {
+    "sgd": lambda params, lr: torch.optim.SGD(params, lr=lr, momentum=0.9),
+    "adam": lambda params, lr: torch.optim.Adam(params, lr=lr),
+}
 
-    Runs inside a launched or torchrun rank whose world has `prod(cfg.shape)` ranks."""
+
+@dataclass
+class RankMesh:
+    """One rank's place in the mesh (`at`, per dimension), its groups and their members'
+    global ranks, and the shard it trains with its optimizer."""
+
+    cfg: MeshSizes
+    size: dict[str, int]
+    at: dict[str, int]
+    groups: dict
+    members: dict[str, list[int]]
+    model: torch.nn.Module
+    opt: torch.optim.Optimizer
+
+
+def join_mesh(cfg) -> RankMesh:
+    """Build this rank's part of the mesh (inside a rank of a `prod(cfg.shape)`-rank world):
+    DeviceMesh's groups, its shard of the one-process model, and `cfg.optimizer`."""
     cfg = mesh_config(cfg)
     size = check_layout(cfg)
     if dist.get_world_size() != cfg.world_size:
         raise ValueError(
             f"a mesh of shape {cfg.shape} needs {cfg.world_size} ranks; this job has "
             f"{dist.get_world_size()}: start that many, or change the shape."
+        )
+    if cfg.optimizer not in OPTIMIZERS:
+        raise ValueError(
+            f"unknown optimizer {cfg.optimizer!r}: use one of {', '.join(OPTIMIZERS)}."
         )
     from torch.distributed.device_mesh import init_device_mesh
 
@@ -97,28 +124,43 @@ def train_mesh(cfg) -> dict:
     members = {d: dist.get_process_group_ranks(groups[d]) for d in cfg.dims}
     full = build(cfg.model, cfg.seed, device=dev)
     model = stage_model(full, at["pp"], size["pp"], at["tp"], size["tp"], groups["tp"])
-    opt = torch.optim.SGD(model.parameters(), lr=cfg.model.lr, momentum=0.9)
+    opt = OPTIMIZERS[cfg.optimizer](model.parameters(), cfg.model.lr)
+    return RankMesh(cfg, size, at, groups, members, model, opt)
+
+
+def mesh_step(rank: RankMesh, sequence: torch.Tensor) -> float | None:
+    """One optimizer step on the batch `sequence`: this replica's share in GPipe's order,
+    the gradients averaged over `dp`; the replica's loss on the last stage, else None."""
+    replica = sequence.chunk(rank.size["dp"])[rank.at["dp"]]
+    rank.opt.zero_grad(set_to_none=not rank.cfg.persistent_grads)
+    micro = list(replica.chunk(rank.cfg.microbatches))
+    loss = gpipe_step(rank.model, micro, rank.members["pp"], rank.at["pp"])
+    sync_dp(rank.model, rank.groups["dp"])
+    rank.opt.step()
+    return loss
+
+
+def train_mesh(cfg) -> dict:
+    """Train on this rank's place in the mesh for `cfg.steps` steps; what it reports.
+
+    Runs inside a launched or torchrun rank whose world has `prod(cfg.shape)` ranks."""
+    rank = join_mesh(cfg)
     sent, losses = [], []
     started = time.perf_counter()
-    for sequence in batches(cfg.model, cfg.steps):
-        replica = sequence.chunk(size["dp"])[at["dp"]]
+    for sequence in batches(rank.cfg.model, rank.cfg.steps):
         with group_comm.count_mesh_communication() as log:
-            opt.zero_grad()
-            losses.append(gpipe_step(model, list(replica.chunk(cfg.microbatches)),
-                                     members["pp"], at["pp"]))  # fmt: skip
-            sync_dp(model, groups["dp"])
-        opt.step()
+            losses.append(mesh_step(rank, sequence))
         sent.append(group_comm.bytes_by_dim(log, DIMS))
     synchronize()
     return {
         **whoami(),
-        "coords": at,
-        "groups": members,
+        "coords": rank.at,
+        "groups": rank.members,
         "bytes": sent[0],
         "same_every_step": all(s == sent[0] for s in sent),
         "losses": losses,
-        "step_seconds": (time.perf_counter() - started) / cfg.steps,
-        "params": {k: p.detach().cpu().tolist() for k, p in model.named_parameters()},
+        "step_seconds": (time.perf_counter() - started) / rank.cfg.steps,
+        "params": {k: p.detach().cpu().tolist() for k, p in rank.model.named_parameters()},
     }
 
 

@@ -51,6 +51,8 @@ class Layout:
     microbatches: int = 1
     micro_batch: int = 1
     recompute: str = "none"
+    dp_overlap: bool = True  # DDP and ZeRO-1/2: the reduction hides behind backward (False:
+    # it starts once backward is done, as `mesh3d.sync_dp` does)
 
     @property
     def gpus(self) -> int:
@@ -134,8 +136,12 @@ class Memory:
 
 
 def block_activation_bytes(model: Model, layout: Layout, precision: str) -> float:
-    """Korthikanti et al. 2022: one block, one micro-batch, with TP + sequence parallelism."""
+    """Korthikanti et al. 2022: one block, one micro-batch, with TP + sequence parallelism;
+    or, without recomputation, the model's own measured bytes (`Model.activations`)."""
     s, b, h, a, t = model.seq, layout.micro_batch, model.hidden, model.heads, layout.tp
+    if model.activations and layout.recompute == "none":
+        whole, split = model.activations
+        return s * b * h * (whole + split / t)
     per_token = {"none": 34 + 5 * a * s / h, "selective": 34, "full": 2}[layout.recompute]
     return s * b * h * per_token / t * ACTIVATION_BYTES[precision_key(precision)] / 2
 
@@ -153,6 +159,21 @@ def layers_in_flight(model: Model, layout: Layout) -> float:
     return held
 
 
+def handoff_bytes(model: Model, layout: Layout, precision: str) -> float:
+    """A pipeline stage's buffers during a micro-batch's backward: the gradient it received
+    for its output and the one it sends for its input, a micro-batch's activation between
+    blocks each (whole on every TP rank); one process never holds them apart."""
+    if layout.pp == 1:
+        return 0.0
+    return (
+        2
+        * model.seq
+        * layout.micro_batch
+        * model.hidden
+        * ACTIVATION_BYTES[precision_key(precision)]
+    )
+
+
 def memory(model: Model, layout: Layout, precision: str = "bf16") -> Memory:
     key = precision_key(precision)
     shard = model.params / (layout.tp * layout.pp)
@@ -165,8 +186,9 @@ def memory(model: Model, layout: Layout, precision: str = "bf16") -> Memory:
     )
     largest = model.largest_unit / layout.tp
     working = working_set_bytes(
-        layout.dp, layout.zero, largest, activations, grad_bytes=per_parameter(key)[1]
-    )
+        layout.dp, layout.zero, largest, activations, grad_bytes=per_parameter(key)[1],
+        in_backward=handoff_bytes(model, layout, precision),
+    )  # fmt: skip
     return Memory(states["params"], states["grads"], states["optimizer"], activations, working)
 
 
@@ -244,7 +266,7 @@ def _dp_seconds(cluster, layout, shard, key, forward, backward) -> tuple[float, 
     p, g, _ = per_parameter(key)
     if layout.zero < 3:
         reduce = ring_allreduce_seconds(link, shard * g, layout.dp)
-        return reduce, max(0.0, reduce - backward)
+        return reduce, max(0.0, reduce - backward) if layout.dp_overlap else reduce
     gather = ring_allreduce_seconds(link, shard * p, layout.dp) / 2
     scatter = ring_allreduce_seconds(link, shard * g, layout.dp) / 2
     m = layout.microbatches

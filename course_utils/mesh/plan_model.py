@@ -52,6 +52,8 @@ class Model:
     and a pipeline stage holds layers of); `largest_unit`: the most parameters gathered
     or reduced at once (a block, or the embedding if larger), for chapter 08's working
     set. `global_batch` is in sequences of `seq` tokens per optimizer step.
+    `activations`: where measured, the bytes one block keeps for backward per token and
+    unit of width, (kept whole on every TP rank, split over TP); None: Korthikanti's formula.
     """
 
     name: str
@@ -63,6 +65,7 @@ class Model:
     seq: int
     global_batch: int
     vocab: int
+    activations: tuple[float, float] | None = None
 
     def __post_init__(self):
         for field in ("layers", "hidden", "heads", "seq", "global_batch", "vocab"):

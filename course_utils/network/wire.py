@@ -241,18 +241,35 @@ def _post_and_wait(ops: list) -> None:
         request.wait()
 
 
-def all_reduce(t: torch.Tensor) -> torch.Tensor:
-    """`dist.all_reduce(t)` (sum), done when a ring on this link would be done."""
+def all_reduce(t: torch.Tensor, group=None) -> torch.Tensor:
+    """`dist.all_reduce(t, group=group)` (sum), done when a ring on this link would be done.
+
+    A ring starts when its last member enters. Under a lagging clock a rank that waited in
+    gloo for the others has caught up with the real time already; a purely virtual clock
+    (`active(..., virtual=True)`) never does, so there the members first agree on the
+    latest entry (a MAX, not counted) and the ring is charged from that moment."""
     link = current()
     if not link.emulated:
-        dist.all_reduce(t)
+        dist.all_reduce(t, group=group)
         return t
     clock = _state["clock"]
-    done = clock.send(ring_allreduce_seconds(link, _nbytes(t), dist.get_world_size()))
+    if math.isinf(clock.lag):
+        clock.wait_until(_latest_entry(clock, group, t.device))
+    seconds = ring_allreduce_seconds(link, _nbytes(t), dist.get_world_size(group))
+    done = clock.send(seconds)
     with clock.not_counted():
-        dist.all_reduce(t)
+        dist.all_reduce(t, group=group)
     clock.wait_until(done)
     return t
+
+
+def _latest_entry(clock: Clock, group, where: torch.device) -> float:
+    """The latest moment, over `group`, at which a member's clock and outgoing wire are free."""
+    entry = max(clock.advance(), clock.out)
+    with clock.not_counted():
+        moment = torch.tensor([entry], dtype=torch.float64, device=where)
+        dist.all_reduce(moment, op=dist.ReduceOp.MAX, group=group)
+    return moment.item()
 
 
 def wire_deadline(seconds: float) -> float:

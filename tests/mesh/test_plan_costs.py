@@ -140,3 +140,19 @@ def test_unknown_precision_is_refused():
 def test_layout_names_read_as_the_mesh():
     assert Layout(4, 2, 2, 3, "1f1b", 8, 1, "full").name == "fsdp4-tp2-pp2-1f1b-m8x1-rcf"
     assert Layout(4, 1, 1, 1).name == "dp4z1-tp1-pp1-m1x1"
+
+
+def test_a_pipeline_stage_holds_two_hand_off_buffers_in_backward(monkeypatch):
+    """The gradient a stage receives for its output and the one it sends for its input, one
+    micro-batch between blocks each, on top of the backward's working set; none without PP."""
+    from course_utils.mesh import plan_costs
+
+    flat = Layout(dp=2, tp=2, pp=1, microbatches=4, micro_batch=1)
+    piped = Layout(dp=1, tp=2, pp=2, schedule="1f1b", microbatches=8, micro_batch=1)
+    assert plan_costs.handoff_bytes(TOY, flat, "bf16") == 0
+    assert plan_costs.handoff_bytes(TOY, piped, "bf16") == 2 * 1024 * 1 * 1024 * 2  # 2 b·s·h
+    handoff = plan_costs.handoff_bytes(TOY, piped, "fp32")
+    assert handoff == 2 * 1024 * 1 * 1024 * 4
+    counted = memory(TOY, piped, "fp32").working_set
+    monkeypatch.setattr(plan_costs, "handoff_bytes", lambda *_: 0.0)
+    assert close(counted - memory(TOY, piped, "fp32").working_set, handoff)
