@@ -22,6 +22,7 @@ _EXPORTS = {
     "cluster": "plan_model",
     "planner_widget": "plan_widget",
     "check_memory_per_rank": "plan_exercises",
+    "check_stage_boundaries": "stage_exercises",
     "check_planner": "plan_check",
     "planner_verdicts": "plan_check",
     "plan_check": None,

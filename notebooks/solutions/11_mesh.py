@@ -21,3 +21,26 @@ def memory_per_rank(params, dp, tp, pp, zero_stage, precision):
         + grads / (dp if zero_stage >= 2 else 1)
         + optimizer / (dp if zero_stage >= 1 else 1)
     )
+
+
+def stage_boundaries(layer_seconds, stages):
+    """Dynamic programming over prefixes: the best slowest stage for the first i layers in
+    s stages is the least, over where the last stage starts, of the worse of the best for
+    the layers before it in s - 1 stages and that last stage's own seconds."""
+    n = len(layer_seconds)
+    prefix = [0.0]
+    for seconds in layer_seconds:
+        prefix.append(prefix[-1] + seconds)
+    best = {(0, 0): (0.0, None)}  # (layers, stages) -> (slowest stage, where the last began)
+    for s in range(1, stages + 1):
+        for i in range(s, n + 1):
+            best[i, s] = min(
+                (max(best[j, s - 1][0], prefix[i] - prefix[j]), j)
+                for j in range(s - 1, i)
+                if (j, s - 1) in best
+            )
+    cuts, i = [], n
+    for s in range(stages, 1, -1):
+        i = best[i, s][1]
+        cuts.append(i)
+    return cuts[::-1]
