@@ -19,8 +19,9 @@ from course_utils.transformer.bench import run as bench_run
 SIZES = replace(get("cpu").transformer, steps=2)
 
 
-def test_dp_and_fsdp_equal_one_process_and_send_their_formula():
-    runs = data_parallel.train_batch_split(SIZES, world_sizes=(2,))
+def test_dp_and_fsdp_equal_one_process_and_send_their_formula_on_2_and_4_ranks():
+    runs = data_parallel.train_batch_split(SIZES, world_sizes=(2, 4))
+    assert {n for _, n in runs} == {2, 4}
     for (kind, n), run in runs.items():
         assert run.max_diff <= SIZES.tolerance, kind
         assert comm.bytes_sent(run.step_log) == data_parallel.batch_split_bytes(

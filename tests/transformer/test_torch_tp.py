@@ -13,8 +13,9 @@ from course_utils.transformer import tp_runs
 SIZES = TransformerSizes(vocab=16, width=16, heads=4, blocks=2, seq_len=8, batch=2, steps=3)
 
 
-def test_torch_tp_and_sp_equal_one_process():
-    runs = tp_runs.train_and_compare(SIZES, kinds=("torch_tp", "torch_sp"), world_sizes=(2,))
+def test_torch_tp_and_sp_equal_one_process_on_2_and_4_ranks():
+    runs = tp_runs.train_and_compare(SIZES, kinds=("torch_tp", "torch_sp"), world_sizes=(2, 4))
+    assert set(runs) == {(k, n) for k in ("torch_tp", "torch_sp") for n in (2, 4)}
     for run in runs.values():
         assert run.max_diff < 1e-5, run.kind
         assert run.step_log == []  # PyTorch's collectives are not the chapter's
