@@ -9,6 +9,8 @@ and two fp32 moments): 16 bytes per parameter. Plain fp32 Adam has p = g = 4 and
 
 from __future__ import annotations
 
+from ..core.own_answers import own_answer
+
 __all__ = [
     "PRECISIONS",
     "adam_temporaries",
@@ -29,6 +31,7 @@ def per_parameter(precision: str = "fp32") -> tuple[int, int, int]:
     return PRECISIONS[precision]
 
 
+@own_answer("model-state formula")
 def model_state_bytes(
     numel: int, world: int, stage: int, precision: str = "fp32", parts: bool = False
 ):

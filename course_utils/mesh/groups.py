@@ -14,6 +14,8 @@ import math
 
 import torch
 
+from ..core.own_answers import own_answer
+
 __all__ = ["coords_of", "mesh_groups", "neighbour", "rank_of", "ranks_of_groups"]
 
 
@@ -24,6 +26,7 @@ def _check(shape, dims) -> None:
         raise ValueError(f"dimension names must differ, got {tuple(dims)}.")
 
 
+@own_answer("mesh_groups")
 def mesh_groups(shape, dims) -> dict[str, list[list[int]]]:
     """For each dimension name, its groups of ranks (each in ascending order), as
     `init_device_mesh(..., shape, mesh_dim_names=dims)` forms them."""

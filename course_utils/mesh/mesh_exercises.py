@@ -15,7 +15,8 @@ import math
 
 import torch
 
-from ..core.checks import NOT_SOLVED, attempt, first_problem_verdict
+from ..core.checks import NOT_SOLVED, attempt, first_problem_verdict, verdict
+from ..core.own_answers import OwnAnswerUsed, message, own_answer_name, refusing
 from .groups import mesh_groups as expected_groups
 from .groups import ranks_of_groups
 
@@ -67,7 +68,11 @@ def _partition_problem(name: str, groups: list[list[int]], world: int, size: int
 def _problem(mesh_groups, shape, dims):
     """The first thing wrong with the learner's groups for this mesh, NOT_SOLVED, or None."""
     world = math.prod(shape)
-    found = attempt(mesh_groups, world, tuple(shape), tuple(dims))
+    try:
+        with refusing():
+            found = attempt(mesh_groups, world, tuple(shape), tuple(dims))
+    except OwnAnswerUsed as refused:
+        return str(refused)
     if found is NOT_SOLVED:
         return NOT_SOLVED
     mesh = f"shape {tuple(shape)}, dims {tuple(dims)}"
@@ -104,6 +109,8 @@ def _problem(mesh_groups, shape, dims):
 
 def check_mesh_groups(mesh_groups, cases=CASES) -> bool:
     """`mesh_groups(world_size, shape, dims)` -> {dimension name: [[rank, ...], ...]}."""
+    if own_answer_name(mesh_groups):
+        return verdict(False, message(own_answer_name(mesh_groups)))
     return first_problem_verdict(
         "mesh_groups",
         lambda shape, dims: _problem(mesh_groups, shape, dims),

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import math
 
-from ..core.checks import NOT_SOLVED, attempt, first_problem_verdict
+from ..core.checks import NOT_SOLVED, attempt, first_problem_verdict, verdict
+from ..core.own_answers import OwnAnswerUsed, message, own_answer_name, refusing
 from ..memory.formulas import model_state_bytes
 from .plan_model import precision_key
 
@@ -64,7 +65,11 @@ def _mistakes(params, dp, tp, pp, zero_stage, precision) -> dict[str, float]:
 
 
 def _problem(fn, case):
-    got = attempt(fn, *case)
+    try:
+        with refusing():
+            got = attempt(fn, *case)
+    except OwnAnswerUsed as refused:
+        return str(refused)
     if got is NOT_SOLVED:
         return NOT_SOLVED
     if not isinstance(got, int | float) or isinstance(got, bool):
@@ -86,6 +91,8 @@ def check_memory_per_rank(fn):
     """✓ when `fn` agrees with the planner's model states at every layout in `CASES`."""
     if fn is None or not callable(fn):
         return first_problem_verdict("memory_per_rank", lambda: NOT_SOLVED, [()], "")
+    if own_answer_name(fn):
+        return verdict(False, message(own_answer_name(fn)))
     return first_problem_verdict(
         "memory_per_rank",
         lambda *case: _problem(fn, case),

@@ -17,7 +17,8 @@ import math
 
 import torch
 
-from ..core.checks import NOT_SOLVED, attempt, first_problem_verdict
+from ..core.checks import NOT_SOLVED, attempt, first_problem_verdict, verdict
+from ..core.own_answers import OwnAnswerUsed, message, own_answer_name, refusing
 from .experts import route
 from .ring_attention import causal_mask, positions
 
@@ -38,6 +39,20 @@ def _partial(q, k, v):
     return torch.softmax(scores, -1) @ v, torch.logsumexp(scores, -1)
 
 
+class _Refused(str):
+    """The verdict text for a learner's function that called the course's own answer."""
+
+
+def _attempt(fn, *args):
+    """`attempt(fn, *args)` where the course's own answers (`ring_attention.merge`,
+    `causal_mask`) are refused; a refusal comes back as `_Refused` text."""
+    try:
+        with refusing():
+            return attempt(fn, *args)
+    except OwnAnswerUsed as refused:
+        return _Refused(refused)
+
+
 def _merge_problem(merge, case):
     *lead, queries, dim, keys_a, keys_b = case
     g = torch.Generator().manual_seed(sum(case))
@@ -47,7 +62,9 @@ def _merge_problem(merge, case):
     (out_a, lse_a), (out_b, lse_b) = (_partial(q, k[..., s, :], v[..., s, :])
                                       for s in (slice(0, keys_a), slice(keys_a, None)))  # fmt: skip
     out, lse = _partial(q, k, v)
-    got = attempt(merge, out_a, lse_a, out_b, lse_b)
+    got = _attempt(merge, out_a, lse_a, out_b, lse_b)
+    if isinstance(got, _Refused):
+        return str(got)
     if got is NOT_SOLVED:
         return NOT_SOLVED
     if not (isinstance(got, tuple | list) and len(got) == 2):
@@ -68,6 +85,8 @@ def _merge_problem(merge, case):
 
 def check_merge(merge) -> bool:
     """`merge(out_a, lse_a, out_b, lse_b)` must give (out, lse) over both sets of keys."""
+    if own_answer_name(merge):
+        return verdict(False, message(own_answer_name(merge)))
     return first_problem_verdict(
         "merge",
         lambda case: _merge_problem(merge, case),
@@ -81,7 +100,9 @@ def _mask_problem(block_mask, seq_len, world, layout):
         q_pos = positions(seq_len, world, rank, layout)
         for source in range(world):
             k_pos = positions(seq_len, world, source, layout)
-            got = attempt(block_mask, q_pos, k_pos)
+            got = _attempt(block_mask, q_pos, k_pos)
+            if isinstance(got, _Refused):
+                return str(got)
             if got is NOT_SOLVED:
                 return NOT_SOLVED
             got, want = torch.as_tensor(got), causal_mask(q_pos, k_pos)
@@ -103,6 +124,8 @@ def _mask_problem(block_mask, seq_len, world, layout):
 
 def check_block_mask(block_mask) -> bool:
     """`block_mask(q_positions, k_positions)` must give (queries, keys) True where visible."""
+    if own_answer_name(block_mask):
+        return verdict(False, message(own_answer_name(block_mask)))
     return first_problem_verdict(
         "block_mask",
         lambda *case: _mask_problem(block_mask, *case),
@@ -119,7 +142,9 @@ def _combine_problem(combine, tokens, width, experts, top_k, capacity_factor):
     returned = torch.randn(len(token), width, generator=g)  # cpu: the experts' results
     weighted = returned * gate[:, None]
     want = torch.zeros(tokens, width).index_add(0, token, weighted)  # cpu
-    got = attempt(combine, returned, token, gate.detach(), tokens)
+    got = _attempt(combine, returned, token, gate.detach(), tokens)
+    if isinstance(got, _Refused):
+        return str(got)
     if got is NOT_SOLVED:
         return NOT_SOLVED
     got = torch.as_tensor(got).detach()
@@ -142,6 +167,8 @@ def _combine_problem(combine, tokens, width, experts, top_k, capacity_factor):
 
 def check_combine(combine) -> bool:
     """`combine(returned, token, gate, num_tokens)` must put each token's rows back, summed."""
+    if own_answer_name(combine):
+        return verdict(False, message(own_answer_name(combine)))
     return first_problem_verdict(
         "combine",
         lambda *case: _combine_problem(combine, *case),

@@ -24,6 +24,7 @@ import math
 import torch
 import torch.distributed as dist
 
+from ..core.own_answers import own_answer
 from . import comm
 
 __all__ = [
@@ -86,6 +87,7 @@ def unshard(parts: list[torch.Tensor], layout: str, dim: int = 2) -> torch.Tenso
     return torch.cat(parts, dim).index_select(dim, torch.argsort(order).to(parts[0].device))
 
 
+@own_answer("causal mask")
 def causal_mask(q_positions: torch.Tensor, k_positions: torch.Tensor) -> torch.Tensor:
     """True where a query may attend a key: the key's global position is not after its own."""
     return k_positions[None, :] <= q_positions[:, None]
@@ -138,6 +140,7 @@ def ring_bytes(batch: int, heads: int, seq_len: int, head_dim: int, world: int,
     }
 
 
+@own_answer("merge")
 def merge(out_a, lse_a, out_b, lse_b):
     """Two partial attentions over disjoint keys as one: each weighted by its share of the
     softmax denominator, exp(lse), so the result is the attention over both key sets."""

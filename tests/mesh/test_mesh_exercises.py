@@ -59,3 +59,12 @@ def test_the_reference_solution_passes():
 def test_each_mistake_is_named(answer, named, capsys):
     assert not check_mesh_groups(answer).ok
     assert named in capsys.readouterr().out
+
+
+def test_the_course_s_own_groups_are_refused(capsys):
+    from course_utils.core.own_answers import message
+    from course_utils.mesh.groups import mesh_groups
+
+    assert not check_mesh_groups(lambda world_size, shape, dims: mesh_groups(shape, dims))
+    assert not check_mesh_groups(mesh_groups)
+    assert capsys.readouterr().out.count(message("mesh_groups")) == 2

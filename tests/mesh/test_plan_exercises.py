@@ -56,3 +56,16 @@ def test_a_non_number_or_a_crash_is_reported(capsys):
     assert not check_memory_per_rank(lambda *case: 1 / 0)
     out = capsys.readouterr().out
     assert "a number of bytes" in out and "ZeroDivisionError" in out
+
+
+def test_the_course_s_own_formula_is_refused(capsys):
+    from course_utils.core.own_answers import message
+    from course_utils.memory.formulas import model_state_bytes
+
+    def wrapped(params, dp, tp, pp, zero_stage, precision):
+        key = "mixed" if precision == "bf16" else precision
+        return model_state_bytes(params / (tp * pp), dp, zero_stage, key)
+
+    assert not check_memory_per_rank(wrapped)
+    assert not check_memory_per_rank(model_state_bytes)
+    assert capsys.readouterr().out.count(message("model-state formula")) == 2

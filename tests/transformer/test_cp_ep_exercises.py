@@ -117,3 +117,15 @@ def _first_case():
 def test_a_checker_never_raises_at_the_learner(capsys):
     assert not check_merge(lambda *a: 1 / 0)
     assert "merge raised ZeroDivisionError" in _line(capsys)
+
+
+def test_the_course_s_own_merge_and_mask_are_refused(capsys):
+    from course_utils.core.own_answers import message
+    from course_utils.transformer import ring_attention
+
+    assert not check_merge(ring_attention.merge)
+    assert not check_merge(lambda *parts: ring_attention.merge(*parts))
+    assert not check_block_mask(ring_attention.causal_mask)
+    assert not check_block_mask(lambda q, k: ring_attention.causal_mask(q, k))
+    out = capsys.readouterr().out
+    assert out.count(message("merge")) == 2 and out.count(message("causal mask")) == 2
