@@ -61,7 +61,11 @@ def _order_problem(gpipe_order, stages: int, microbatches: int):
     stub), else None."""
     orders = []
     for stage in range(stages):
-        order = attempt(gpipe_order, stage, stages, microbatches)
+        try:
+            with refusing():
+                order = attempt(gpipe_order, stage, stages, microbatches)
+        except OwnAnswerUsed as refused:
+            return str(refused)
         if order is NOT_SOLVED:
             return NOT_SOLVED
         try:
@@ -92,6 +96,8 @@ def _order_problem(gpipe_order, stages: int, microbatches: int):
 
 def check_gpipe_order(gpipe_order) -> bool:
     """`gpipe_order(stage, stages, microbatches)` must list ("F", i) / ("B", i) as GPipe runs."""
+    if own_answer_name(gpipe_order):
+        return verdict(False, message(own_answer_name(gpipe_order)))
     for stages, microbatches in ORDER_CASES:
         try:
             problem = _order_problem(gpipe_order, stages, microbatches)

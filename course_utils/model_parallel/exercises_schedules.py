@@ -7,7 +7,8 @@ the first mistake it finds, and returns whether it passed; it never raises at th
 
 from __future__ import annotations
 
-from ..core.checks import NOT_SOLVED, attempt, first_problem_verdict
+from ..core.checks import NOT_SOLVED, attempt, first_problem_verdict, verdict
+from ..core.own_answers import OwnAnswerUsed, message, own_answer_name, refusing
 from .schedule_check import check_rank_order
 from .schedule_play import peak_held, play_out
 from .schedules import one_f_one_b_order
@@ -23,7 +24,11 @@ def _interleaved_problem(fn, stages: int, microbatches: int, chunks: int):
     case = f"K={stages}, M={microbatches}, v={chunks}"
     orders = []
     for rank in range(stages):
-        order = attempt(fn, rank, stages, microbatches, chunks)
+        try:
+            with refusing():
+                order = attempt(fn, rank, stages, microbatches, chunks)
+        except OwnAnswerUsed as refused:
+            return str(refused)
         if order is NOT_SOLVED:
             return NOT_SOLVED
         if any(isinstance(op, (tuple, list)) and len(op) == 2 for op in order):
@@ -64,6 +69,8 @@ def _interleaved_problem(fn, stages: int, microbatches: int, chunks: int):
 
 def check_interleaved_order(interleaved_order) -> bool:
     """`interleaved_order(rank, stages, microbatches, chunks)` lists ("F"|"B", i, chunk)."""
+    if own_answer_name(interleaved_order):
+        return verdict(False, message(own_answer_name(interleaved_order)))
     return first_problem_verdict(
         "interleaved_order",
         lambda *case: _interleaved_problem(interleaved_order, *case),

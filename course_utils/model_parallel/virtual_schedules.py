@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..core.own_answers import own_answer
 from .schedules import gpipe_order, one_f_one_b_order
 
 FORWARD, BACKWARD, WEIGHT = "F", "B", "W"
@@ -38,6 +39,7 @@ def _rounds(stages: int, microbatches: int) -> int:
     return microbatches // rounds
 
 
+@own_answer("interleaved_order")
 def interleaved_order(rank: int, stages: int, microbatches: int, chunks: int = 2) -> list[Op]:
     """Interleaved 1F1B for one rank: a round of micro-batches forward through chunk 0, then
     the same round through chunk 1, ...; backwards go through the chunks the other way.

@@ -133,3 +133,12 @@ def test_the_courses_own_bubble_formula_is_refused(capsys):
     assert "this is the course's own bubble formula: write yours" in capsys.readouterr().out
     assert not check_bubble(lambda k, m: bubble_formula(k, m))
     assert "this is the course's own bubble formula" in capsys.readouterr().out
+
+
+def test_the_course_s_own_gpipe_order_is_refused(capsys):
+    from course_utils.core.own_answers import message
+    from course_utils.model_parallel.schedules import gpipe_order
+
+    assert not check_gpipe_order(gpipe_order)
+    assert not check_gpipe_order(lambda s, k, m: gpipe_order(s, k, m))
+    assert capsys.readouterr().out.count(message("gpipe_order")) == 2
