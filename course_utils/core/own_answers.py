@@ -13,11 +13,12 @@ from __future__ import annotations
 import contextlib
 import functools
 
+from .checks import attempt
 from .errors import CourseError
 
 __all__ = [
-    "OwnAnswerUsed", "Refusing", "from_launch", "message", "own_answer", "own_answer_name",
-    "refusing",
+    "OwnAnswerUsed", "Refused", "Refusing", "attempt_refusing", "from_launch", "message",
+    "own_answer", "own_answer_name", "refusing",
 ]  # fmt: skip
 
 _refusing = 0  # nesting depth; module state, so a forked rank inherits it
@@ -67,6 +68,20 @@ def refusing():
         yield
     finally:
         _refusing -= 1
+
+
+class Refused(str):
+    """A refusal's verdict text, returned in place of the learner's result."""
+
+
+def attempt_refusing(fn, *args):
+    """`checks.attempt(fn, *args)` inside `refusing()`: the learner's result, NOT_SOLVED, or
+    the `Refused` text when `fn` called one of the course's own answers."""
+    try:
+        with refusing():
+            return attempt(fn, *args)
+    except OwnAnswerUsed as refused:
+        return Refused(refused)
 
 
 class Refusing:

@@ -15,8 +15,8 @@ import math
 
 import torch
 
-from ..core.checks import NOT_SOLVED, attempt, first_problem_verdict, verdict
-from ..core.own_answers import OwnAnswerUsed, message, own_answer_name, refusing
+from ..core.checks import NOT_SOLVED, first_problem_verdict, verdict
+from ..core.own_answers import Refused, attempt_refusing, message, own_answer_name
 from .groups import mesh_groups as expected_groups
 from .groups import ranks_of_groups
 
@@ -68,11 +68,9 @@ def _partition_problem(name: str, groups: list[list[int]], world: int, size: int
 def _problem(mesh_groups, shape, dims):
     """The first thing wrong with the learner's groups for this mesh, NOT_SOLVED, or None."""
     world = math.prod(shape)
-    try:
-        with refusing():
-            found = attempt(mesh_groups, world, tuple(shape), tuple(dims))
-    except OwnAnswerUsed as refused:
-        return str(refused)
+    found = attempt_refusing(mesh_groups, world, tuple(shape), tuple(dims))
+    if isinstance(found, Refused):
+        return str(found)
     if found is NOT_SOLVED:
         return NOT_SOLVED
     mesh = f"shape {tuple(shape)}, dims {tuple(dims)}"

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import math
 
-from ..core.checks import NOT_SOLVED, attempt, first_problem_verdict, verdict
-from ..core.own_answers import OwnAnswerUsed, message, own_answer_name, refusing
+from ..core.checks import NOT_SOLVED, first_problem_verdict, verdict
+from ..core.own_answers import Refused, attempt_refusing, message, own_answer_name
 from ..memory.formulas import model_state_bytes
 from .plan_model import precision_key
 
@@ -65,11 +65,9 @@ def _mistakes(params, dp, tp, pp, zero_stage, precision) -> dict[str, float]:
 
 
 def _problem(fn, case):
-    try:
-        with refusing():
-            got = attempt(fn, *case)
-    except OwnAnswerUsed as refused:
-        return str(refused)
+    got = attempt_refusing(fn, *case)
+    if isinstance(got, Refused):
+        return str(got)
     if got is NOT_SOLVED:
         return NOT_SOLVED
     if not isinstance(got, int | float) or isinstance(got, bool):

@@ -7,7 +7,14 @@ and returns whether it passed; it never raises at the learner.
 from __future__ import annotations
 
 from ..core.checks import NOT_SOLVED, attempt, verdict
-from ..core.own_answers import OwnAnswerUsed, message, own_answer_name, refusing
+from ..core.own_answers import (
+    OwnAnswerUsed,
+    Refused,
+    attempt_refusing,
+    message,
+    own_answer_name,
+    refusing,
+)  # fmt: skip
 from .schedules import BACKWARD, FORWARD, bubble_formula, check_order, simulate
 
 BUBBLE_CASES = ((3, 11), (3, 3), (5, 9), (6, 7), (8, 8), (8, 64))  # none whose value 06 prints
@@ -61,11 +68,9 @@ def _order_problem(gpipe_order, stages: int, microbatches: int):
     stub), else None."""
     orders = []
     for stage in range(stages):
-        try:
-            with refusing():
-                order = attempt(gpipe_order, stage, stages, microbatches)
-        except OwnAnswerUsed as refused:
-            return str(refused)
+        order = attempt_refusing(gpipe_order, stage, stages, microbatches)
+        if isinstance(order, Refused):
+            return str(order)
         if order is NOT_SOLVED:
             return NOT_SOLVED
         try:

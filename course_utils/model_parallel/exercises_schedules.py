@@ -8,7 +8,7 @@ the first mistake it finds, and returns whether it passed; it never raises at th
 from __future__ import annotations
 
 from ..core.checks import NOT_SOLVED, attempt, first_problem_verdict, verdict
-from ..core.own_answers import OwnAnswerUsed, message, own_answer_name, refusing
+from ..core.own_answers import Refused, attempt_refusing, message, own_answer_name
 from .schedule_check import check_rank_order
 from .schedule_play import peak_held, play_out
 from .schedules import one_f_one_b_order
@@ -24,11 +24,9 @@ def _interleaved_problem(fn, stages: int, microbatches: int, chunks: int):
     case = f"K={stages}, M={microbatches}, v={chunks}"
     orders = []
     for rank in range(stages):
-        try:
-            with refusing():
-                order = attempt(fn, rank, stages, microbatches, chunks)
-        except OwnAnswerUsed as refused:
-            return str(refused)
+        order = attempt_refusing(fn, rank, stages, microbatches, chunks)
+        if isinstance(order, Refused):
+            return str(order)
         if order is NOT_SOLVED:
             return NOT_SOLVED
         if any(isinstance(op, (tuple, list)) and len(op) == 2 for op in order):

@@ -17,8 +17,8 @@ import math
 
 import torch
 
-from ..core.checks import NOT_SOLVED, attempt, first_problem_verdict, verdict
-from ..core.own_answers import OwnAnswerUsed, message, own_answer_name, refusing
+from ..core.checks import NOT_SOLVED, first_problem_verdict, verdict
+from ..core.own_answers import Refused, attempt_refusing, message, own_answer_name
 from .experts import route
 from .ring_attention import causal_mask, positions
 
@@ -39,20 +39,6 @@ def _partial(q, k, v):
     return torch.softmax(scores, -1) @ v, torch.logsumexp(scores, -1)
 
 
-class _Refused(str):
-    """The verdict text for a learner's function that called the course's own answer."""
-
-
-def _attempt(fn, *args):
-    """`attempt(fn, *args)` where the course's own answers (`ring_attention.merge`,
-    `causal_mask`) are refused; a refusal comes back as `_Refused` text."""
-    try:
-        with refusing():
-            return attempt(fn, *args)
-    except OwnAnswerUsed as refused:
-        return _Refused(refused)
-
-
 def _merge_problem(merge, case):
     *lead, queries, dim, keys_a, keys_b = case
     g = torch.Generator().manual_seed(sum(case))
@@ -62,8 +48,8 @@ def _merge_problem(merge, case):
     (out_a, lse_a), (out_b, lse_b) = (_partial(q, k[..., s, :], v[..., s, :])
                                       for s in (slice(0, keys_a), slice(keys_a, None)))  # fmt: skip
     out, lse = _partial(q, k, v)
-    got = _attempt(merge, out_a, lse_a, out_b, lse_b)
-    if isinstance(got, _Refused):
+    got = attempt_refusing(merge, out_a, lse_a, out_b, lse_b)
+    if isinstance(got, Refused):
         return str(got)
     if got is NOT_SOLVED:
         return NOT_SOLVED
@@ -100,8 +86,8 @@ def _mask_problem(block_mask, seq_len, world, layout):
         q_pos = positions(seq_len, world, rank, layout)
         for source in range(world):
             k_pos = positions(seq_len, world, source, layout)
-            got = _attempt(block_mask, q_pos, k_pos)
-            if isinstance(got, _Refused):
+            got = attempt_refusing(block_mask, q_pos, k_pos)
+            if isinstance(got, Refused):
                 return str(got)
             if got is NOT_SOLVED:
                 return NOT_SOLVED
@@ -142,8 +128,8 @@ def _combine_problem(combine, tokens, width, experts, top_k, capacity_factor):
     returned = torch.randn(len(token), width, generator=g)  # cpu: the experts' results
     weighted = returned * gate[:, None]
     want = torch.zeros(tokens, width).index_add(0, token, weighted)  # cpu
-    got = _attempt(combine, returned, token, gate.detach(), tokens)
-    if isinstance(got, _Refused):
+    got = attempt_refusing(combine, returned, token, gate.detach(), tokens)
+    if isinstance(got, Refused):
         return str(got)
     if got is NOT_SOLVED:
         return NOT_SOLVED
