@@ -26,7 +26,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--width", type=int, default=512)
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--bucket-cap-mb", type=float, default=1.0)
-    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=8)
 
 
 def run(args) -> dict:
