@@ -8,6 +8,7 @@ import time
 
 import psutil
 import pytest
+from jupyter_kernel import kernel  # noqa: F401  (a fixture: the interrupt tests' kernel)
 
 from course_utils.ranks import limits
 from course_utils.ranks.launch import live_children

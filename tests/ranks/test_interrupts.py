@@ -10,18 +10,12 @@ can launch again.
 
 from __future__ import annotations
 
-import os
 import tempfile
 import time
 from pathlib import Path
 
-import psutil
 import pytest
-
-jupyter_client = pytest.importorskip("jupyter_client")
-pytest.importorskip("ipykernel")
-
-REPO = Path(__file__).resolve().parents[2]
+from jupyter_kernel import leftovers, run, wait_for_reply
 
 SETUP = """
 import os, time
@@ -51,55 +45,13 @@ CASES = {
 }
 
 
-def _run(kc, code: str, timeout: float) -> dict:
-    """Execute `code`; return the reply's content with the error text shown, if any."""
-    msg_id = kc.execute(code)
-    return _reply(kc, msg_id, timeout)
-
-
-def _reply(kc, msg_id: str, timeout: float) -> dict:
-    reply = None
-    deadline = time.monotonic() + timeout
-    while reply is None:
-        left = deadline - time.monotonic()
-        assert left > 0, "the kernel did not answer in time"
-        msg = kc.get_shell_msg(timeout=left)
-        if msg["parent_header"].get("msg_id") == msg_id:
-            reply = msg["content"]
-    return reply
-
-
-def _kernel_leftovers(pid: int) -> list[str]:
-    found = []
-    for child in psutil.Process(pid).children(recursive=True):
-        try:
-            if child.status() != psutil.STATUS_ZOMBIE:
-                cmd = " ".join(child.cmdline())
-                if "resource_tracker" not in cmd:
-                    found.append(f"{child.pid} {cmd[:60]}")
-        except psutil.NoSuchProcess:
-            pass
-    return found
-
-
-@pytest.fixture
-def kernel():
-    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    km, kc = jupyter_client.manager.start_new_kernel(kernel_name="python3", env=env, cwd=str(REPO))
-    try:
-        yield km, kc
-    finally:
-        kc.stop_channels()
-        km.shutdown_kernel(now=True)
-
-
 @pytest.mark.parametrize("cell, delay, message", list(CASES.values()), ids=list(CASES))
 def test_an_interrupt_stops_the_launch_at_once_and_leaves_nothing(kernel, cell, delay, message):
     km, kc = kernel
     pid = km.provisioner.process.pid
-    assert _run(kc, SETUP, timeout=60)["status"] == "ok"
+    assert run(kc, SETUP, timeout=60)["status"] == "ok"
     if "first imports" not in message:
-        assert _run(kc, "launch(sleeper, 2, args=(0,))", timeout=60)["status"] == "ok"
+        assert run(kc, "launch(sleeper, 2, args=(0,))", timeout=60)["status"] == "ok"
     # stop_on_error=False: otherwise the kernel aborts a request that reaches its queue
     # before it has finished handling this cell's error (CI once got "aborted" for the
     # launch below); that is ipykernel's policy after any error, not the launcher's doing
@@ -107,7 +59,7 @@ def test_an_interrupt_stops_the_launch_at_once_and_leaves_nothing(kernel, cell, 
     time.sleep(delay)
     km.interrupt_kernel()
     interrupted = time.monotonic()
-    reply = _reply(kc, msg_id, timeout=10)
+    reply = wait_for_reply(kc, msg_id, timeout=10)
     seconds = time.monotonic() - interrupted
     # the course's own interrupt is `Stopped`, a KeyboardInterrupt shown as its message alone
     assert reply["status"] == "error" and reply["ename"] in ("Stopped", "KeyboardInterrupt"), reply
@@ -122,11 +74,11 @@ def test_an_interrupt_stops_the_launch_at_once_and_leaves_nothing(kernel, cell, 
     if reply["ename"] == "Stopped":
         assert reply["traceback"] == [f"Stopped: {reply['evalue']}"]  # one line, no frames
     deadline = time.monotonic() + 5
-    while _kernel_leftovers(pid) and time.monotonic() < deadline:
+    while leftovers(pid) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert _kernel_leftovers(pid) == []
+    assert leftovers(pid) == []
     assert not list(Path(tempfile.gettempdir()).glob(f"course-launch-{pid}-*"))
-    again = _run(kc, "print(launch(sleeper, 2, args=(0,)))", timeout=60)
+    again = run(kc, "print(launch(sleeper, 2, args=(0,)))", timeout=60)
     assert again["status"] == "ok", again
 
 
