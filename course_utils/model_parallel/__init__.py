@@ -56,6 +56,8 @@ _EXPORTS = {
     "collectives_per_layer": "tensor_parallel",
     "compare_with_unsplit": "tensor_parallel",
     "order_differences": "torch_pipelining",
+    "unexplained_differences": "torch_pipelining",
+    "KNOWN_DIFFERENCES": "torch_pipelining",
     "train_both_ways": "torch_pipelining",
     "train_with_torch": "torch_pipelining",
     "bubble_matches": "verdicts",

@@ -3,7 +3,9 @@
 Every schedule trains the same model (K·2 equal blocks of real layers, so that interleaving
 can cut it into two chunks per rank) on the same batch, with `virtual_pipeline`'s engine.
 A step's bubble is held against the schedule played out with that step's own measured op
-times and the median measured hand-off (`schedule_play.play_out`), and against its formula:
+times, the time each op's rank then spent handing its result on (which the measured step
+counts as busy, so the played-out one must too), and the median measured hand-off
+(`schedule_play.play_out`), and against its formula:
 a formula assumes free hand-offs and equal ops, the played-out schedule does not, so only
 the played-out one is a fair bar for a small bubble (at K = 2, M = 16 interleaving leaves
 about 1/33 of the step, where one slow op is a good part of it).
@@ -20,7 +22,7 @@ import torch
 from .bubble import HANDOFF_LINK
 from .pipeline import import_autograd_extras, mlp, split
 from .schedule_check import check_orders
-from .schedule_play import handoff_seconds, op_durations, play_out
+from .schedule_play import handoff_seconds, op_durations, play_out, posting_seconds
 from .schedules import Timeline, bubble_formula
 from .virtual_pipeline import RankSteps, step_timeline, train_rank
 from .virtual_schedules import (
@@ -59,8 +61,9 @@ def row_from(tl: Timeline, schedule: str, chunks: int, clock: str, activation_by
     handoffs = handoff_seconds(tl, v)
     handoff = statistics.median(handoffs) if handoffs else 0.0
     played = play_out(
-        schedule, tl.stages, tl.microbatches, chunks=v, per_op=op_durations(tl), handoff=handoff
-    )
+        schedule, tl.stages, tl.microbatches, chunks=v, per_op=op_durations(tl),
+        handoff=handoff, posting=posting_seconds(tl),
+    )  # fmt: skip
     f, b, w = (_median(tl, k) for k in (FORWARD, BACKWARD, WEIGHT))
     messages = handoffs_per_step(tl.stages, tl.microbatches, v)
     return {

@@ -58,6 +58,7 @@ def play_out(
     per_op: Mapping[Key, float] | None = None,
     handoff: float = 0.0,
     orders: list[list] | None = None,
+    posting: Mapping[Key, float] | None = None,
 ) -> Timeline:
     """The schedule's step with ops of fixed length, or each op's own (`per_op`, by (rank,
     kind, micro-batch, chunk) as `op_durations` gives), and `handoff` seconds per message.
@@ -66,7 +67,10 @@ def play_out(
     them as B and W, one that does not runs a B of `backward + weight`. A chunk is a piece of
     the stage: with v chunks an op costs 1/v of the stage's (the model is the same, cut finer).
     `orders` tries other orders (a learner's); one whose ranks wait for each other forever
-    raises ValueError naming where each rank is stuck."""
+    raises ValueError naming where each rank is stuck. `posting` (by the same keys, as
+    `posting_seconds` gives) is the time a measured rank spent after an op handing its result
+    on: it keeps the rank busy, as a measured step counts it, but the result leaves when the
+    op's compute ends."""
     sched = plan(schedule, chunks)
     v = sched.chunks
     if orders is None:
@@ -92,8 +96,9 @@ def play_out(
                 start = max(free[r], sent[(kind, i, *needs)] if needs else 0.0)
                 seconds = per_op[(r, kind, i, c)] if per_op is not None else cost[kind] / v
                 end = start + seconds
-                events.append(ChunkEvent(r, kind, i, start, end, chunk=c))
-                free[r], pos[r], progress = end, pos[r] + 1, True
+                busy_until = end + (posting or {}).get((r, kind, i, c), 0.0)
+                events.append(ChunkEvent(r, kind, i, start, busy_until, chunk=c))
+                free[r], pos[r], progress = busy_until, pos[r] + 1, True
                 if kind != WEIGHT:
                     crosses = stages > 1 and source(r, kind, c, stages, v) != (r, c)
                     if crosses:
@@ -119,6 +124,19 @@ def op_durations(tl: Timeline) -> dict[Key, float]:
         (e.stage, e.kind, e.microbatch, getattr(e, "chunk", 0)): e.end - e.start
         for e in tl.compute()
     }
+
+
+def posting_seconds(tl: Timeline) -> dict[Key, float]:
+    """By op, the time its rank spent after it, before its next op or wait: the CPU time of
+    handing its result on (a measured step counts it as busy, `Timeline.idle`)."""
+    after = {}
+    for r in range(tl.stages):
+        mine = sorted((e for e in tl.events if e.stage == r), key=lambda e: e.start)
+        for e, following in zip(mine, mine[1:], strict=False):
+            if e.kind != WAIT:
+                key = (e.stage, e.kind, e.microbatch, getattr(e, "chunk", 0))
+                after[key] = max(0.0, following.start - e.end)
+    return after
 
 
 def handoff_seconds(tl: Timeline, chunks: int) -> list[float]:

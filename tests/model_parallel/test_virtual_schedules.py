@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from course_utils.model_parallel import torch_pipelining
 from course_utils.model_parallel.schedule_check import (
     check_handoffs,
     check_orders,
@@ -15,9 +16,10 @@ from course_utils.model_parallel.schedule_play import (
     handoff_seconds,
     op_durations,
     play_out,
+    posting_seconds,
 )
 from course_utils.model_parallel.schedules import Timeline, bubble_formula, simulate
-from course_utils.model_parallel.torch_pipelining import order_differences
+from course_utils.model_parallel.torch_pipelining import order_differences, unexplained_differences
 from course_utils.model_parallel.virtual_schedules import (
     NAMES,
     handoffs_per_step,
@@ -75,6 +77,28 @@ def test_gpipe_and_1f1b_differ_from_pytorch_only_where_known():
     assert len(gpipe) == 2 and all("('B', 3, 0)" in line for line in gpipe)
     f1b = order_differences("1f1b", 4, 8)
     assert len(f1b) == 1 and f1b[0].startswith("rank 3, op 0")
+    for name in ("gpipe", "1f1b"):
+        for stages, microbatches in ((2, 4), (3, 5), (4, 8)):
+            assert unexplained_differences(name, stages, microbatches) == []
+
+
+def test_a_difference_beside_the_known_one_is_left_unexplained(monkeypatch):
+    """GPipe's known difference explains oldest-first backwards, and nothing more: PyTorch
+    running a forward late, or not reordering the backwards any more, is left in."""
+    real = torch_pipelining.torch_orders
+
+    def late_forward(*args):
+        orders = real(*args)
+        orders[0][1], orders[0][2] = orders[0][2], orders[0][1]
+        return orders
+
+    monkeypatch.setattr(torch_pipelining, "torch_orders", late_forward)
+    assert unexplained_differences("gpipe", 2, 4) == [
+        "rank 0, op 1: the course runs "
+        "[('F', 1, 0), ('F', 2, 0), ('F', 3, 0)], PyTorch [('F', 2, 0), ('F', 1, 0), ('F', 3, 0)]"
+    ]
+    monkeypatch.setattr(torch_pipelining, "torch_orders", lambda s, *a: plan(s).orders(*a[:2]))
+    assert len(unexplained_differences("gpipe", 2, 4)) == 2  # the known one no longer holds
 
 
 def test_zb_h1_delays_rank_r_s_weight_gradients_by_r():
@@ -144,6 +168,37 @@ def test_play_out_replays_each_measured_op_and_charges_each_hand_off():
     assert slow.makespan() > tl.makespan() and slow.bubble_fraction() > tl.bubble_fraction()
     with pytest.raises(ValueError, match="no duration"):
         play_out("zb-h1", 2, 2, per_op={})
+
+
+def test_the_time_spent_handing_a_result_on_keeps_the_rank_busy_but_not_the_result():
+    """Rank 0 spends 0.3 s after its F0 handing it on (a measured step counts that as busy):
+    played out with it, rank 1 still gets F0 at 1.0 and the bubble is the measured one;
+    played out without it, those 0.3 s would count as idle."""
+    events = [
+        ChunkEvent(0, "F", 0, 0.0, 1.0),
+        ChunkEvent(0, "wait", -1, 1.3, 2.5),  # 1.0 to 1.3: sending F0
+        ChunkEvent(0, "B", 0, 2.5, 3.5),
+        ChunkEvent(0, "W", 0, 3.5, 4.5),
+        ChunkEvent(1, "wait", -1, 0.0, 1.0),
+        ChunkEvent(1, "F", 0, 1.0, 2.0),
+        ChunkEvent(1, "B", 0, 2.0, 2.5),
+        ChunkEvent(1, "W", 0, 2.5, 3.0),
+    ]
+    measured = Timeline("zb-h1", 2, 1, events)
+    posting = posting_seconds(measured)
+    assert posting.pop((0, "F", 0, 0)) == pytest.approx(0.3)
+    assert set(posting.values()) == {0.0}  # the last ops have none: nothing follows them
+    played = play_out(
+        "zb-h1", 2, 1, per_op=op_durations(measured), posting=posting_seconds(measured)
+    )
+    assert [(e.stage, e.kind, e.start) for e in played.events if e.kind == "F"] == [
+        (0, "F", 0.0),
+        (1, "F", 1.0),
+    ]
+    assert played.makespan() == measured.makespan() == 4.5
+    assert played.bubble_fraction() == pytest.approx(measured.bubble_fraction())  # 3.7 / 9
+    without = play_out("zb-h1", 2, 1, per_op=op_durations(measured))
+    assert without.bubble_fraction() == pytest.approx(4.0 / 9)
 
 
 def test_handoff_seconds_follow_the_piece_that_sent_it():
