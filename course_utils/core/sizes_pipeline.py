@@ -46,8 +46,11 @@ class PipelineSizes:
     # of the smallest one (ZB-H1's, about 9% here) is not one slow op
     virtual_stages: int = 2  # v: chunks per rank in interleaved 1F1B
     schedule_width: int = 1024  # real compute: K·v blocks this wide (~5 ms forward per block
-    # on 128 samples): 4 schedules x 2 steps x 2 clocks in about 6 s on 2 cores
+    # on 128 samples): 4 schedules x 5 steps x 2 clocks in about 12 s on 2 cores
     schedule_micro_batch_size: int = 128
-    schedule_repeats: int = 2  # steps per schedule, taking turns; the least idle counts
+    # steps per schedule, taking turns; the least idle counts. With 2, interleaved's real
+    # bubble was 39% and 79% over its play-out in 2 of 5 runs (one slow hand-off in every
+    # step); with 6, at most 18% in 6 runs (2026-11-26). bench pipeline takes 5 too.
+    schedule_repeats: int = 5
     twin_steps: int = 3  # SGD steps of the course's engine and of PyTorch's, against one process
     twin_lr: float = 0.1

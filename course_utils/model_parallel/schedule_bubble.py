@@ -18,7 +18,9 @@ import statistics
 from collections.abc import Sequence
 
 import torch
+import torch.distributed as dist
 
+from ..core import progress
 from .bubble import HANDOFF_LINK
 from .pipeline import import_autograd_extras, mlp, split
 from .schedule_check import check_orders
@@ -93,11 +95,19 @@ def _turns(model, schedules, chunks, microbatches, x, y, repeats, link) -> list[
     """Inside a launch: one timed step of each schedule in turn, `repeats` rounds, each from the
     same weights, so that a busy stretch of the machine falls on every schedule alike."""
     steps = []
-    for _ in range(repeats):
-        for name in schedules:
-            run = train_rank(copy.deepcopy(model), name, chunks, microbatches, x, y, 1, 0.1, link)
-            run.params = []  # only the timing comes back
-            steps.append(run)
+    clock = "real" if link is None else "simulated"
+    about = (
+        f"{', '.join(schedules)} on {dist.get_world_size()} ranks, M={microbatches}, {clock} clock"
+    )
+    with progress.bar(repeats * len(schedules), about, "step") as bar:  # rank 0's, relayed
+        for _ in range(repeats):
+            for name in schedules:
+                run = train_rank(
+                    copy.deepcopy(model), name, chunks, microbatches, x, y, 1, 0.1, link
+                )
+                run.params = []  # only the timing comes back
+                steps.append(run)
+                bar.update(1)
     return steps
 
 

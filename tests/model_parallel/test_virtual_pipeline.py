@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from recorded_bars import last_states, record_rank_bars
 
 from course_utils.model_parallel.pipeline import mlp
 from course_utils.model_parallel.schedule_check import check_handoffs
@@ -90,10 +91,13 @@ def test_impossible_set_ups_are_refused_before_launching():
         train_pipeline("zigzag", stages=2, microbatches=2)
 
 
-def test_measured_rows_name_their_schedule_clock_and_the_played_out_bubble():
+def test_measured_rows_name_their_schedule_clock_and_the_played_out_bubble(monkeypatch):
     from course_utils.model_parallel.schedule_bubble import measure_schedules
 
-    rows = measure_schedules(["1f1b", "zb-h1"], 2, 2, width=32, micro_batch_size=8, repeats=1)
+    states = record_rank_bars(monkeypatch)
+    rows = measure_schedules(["1f1b", "zb-h1"], 2, 2, width=32, micro_batch_size=8, repeats=2)
+    bar = last_states(states)["1f1b, zb-h1 on 2 ranks, M=2, simulated clock"]
+    assert (bar["unit"], bar["total"], bar["n"], bar["closed"]) == ("step", 4, 4, True)
     assert [r["schedule"] for r in rows] == ["1f1b", "zb-h1"]
     assert all(r["clock"] == "simulated" and 0 < r["from_stages_and_link"] < 1 for r in rows)
     assert rows[1]["weight_seconds"] > 0 == rows[0]["weight_seconds"]
