@@ -13,6 +13,7 @@ import matplotlib.pyplot as plt
 from matplotlib._pylab_helpers import Gcf
 
 from ..core.style import PALETTE
+from ..core.widgets import draw
 from ..network.wire import Link
 from .algorithms import ALGORITHMS
 from .charts import _label, legend_outside
@@ -69,7 +70,7 @@ def link_dial(link: Link, world_size: int = 8, nbytes: list | None = None):
         fig.clear()
         dialed = Link(alpha=alpha.value / 1e3, bits_per_second=rate.value * 1e6)
         draw_link(fig.add_subplot(), dialed, ranks.value, nbytes)
-        fig.canvas.draw_idle()
+        draw(fig)
 
     for control in (rate, alpha, ranks):
         control.observe(redraw, names="value")

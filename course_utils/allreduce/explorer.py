@@ -13,6 +13,7 @@ import matplotlib
 import matplotlib.pyplot as plt
 from matplotlib._pylab_helpers import Gcf
 
+from ..core.widgets import draw
 from . import charts
 from .algorithms import ALGORITHMS
 from .runs import traced_run
@@ -55,7 +56,7 @@ def step_through(algorithm: str = "tree", world_size: int = 7, max_ranks: int = 
         ax = fig.add_subplot()
         charts.allreduce_round(traces, min(step.value, step.max), ax=ax)
         ax.set_title(f"{pick.value}, {ranks.value} ranks\n{ax.get_title()}", fontsize=9)
-        fig.canvas.draw_idle()
+        draw(fig)
 
     def restart(*_):
         step.value = 0

@@ -1,8 +1,36 @@
-"""Controls over a figure that redraws itself: the course's widgets share this last step."""
+"""Controls over a figure that redraws itself: the course's widgets share this last step.
+
+A figure is drawn with `draw`, not `canvas.draw_idle` alone. ipympl's front end keeps, as
+the picture a saved notebook shows after a reopen, its canvas as it was just *before* the
+newest frame arrived (ipympl 0.10's `handle_binary` reads the canvas before the new image
+has loaded). A learner who moved a slider and saved would reopen a picture one change
+behind the controls beside it (seen in 05's step-through explorer: ranks 5 beside a
+picture of 4). So `draw` asks for one more frame once the newest has been shown: the
+picture stored then is the newest.
+"""
 
 from __future__ import annotations
 
-__all__ = ["show_controls"]
+import asyncio
+
+__all__ = ["CATCH_UP_SECONDS", "draw", "show_controls"]
+
+CATCH_UP_SECONDS = 0.5  # after a frame is asked for, ask for the one the saved picture keeps
+
+
+def draw(fig) -> None:
+    """Redraw `fig` now and once more `CATCH_UP_SECONDS` later, from the kernel's event loop
+    (in a script or a test there is none, and no front end to keep a picture)."""
+    canvas = fig.canvas
+    canvas.draw_idle()
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    pending = getattr(canvas, "_course_catch_up", None)
+    if pending is not None:
+        pending.cancel()  # a later change: only its catch-up is needed
+    canvas._course_catch_up = loop.call_later(CATCH_UP_SECONDS, canvas.draw_idle)
 
 
 def show_controls(controls: dict, fig, redraw, per_row: int = 3):

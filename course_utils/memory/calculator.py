@@ -12,7 +12,7 @@ import matplotlib
 import matplotlib.pyplot as plt
 from matplotlib._pylab_helpers import Gcf
 
-from ..core.widgets import show_controls
+from ..core.widgets import draw, show_controls
 from . import charts
 from .formulas import PRECISIONS, model_state_bytes, per_parameter, working_set_bytes
 from .zero import STAGES
@@ -104,6 +104,6 @@ def memory_calculator(
             c["params"], c["ranks"], c["stage"], c["precision"],
             c["activations"] * 1e9, c["checkpointing"], kept, ax=fig.add_subplot(),
         )  # fmt: skip
-        fig.canvas.draw_idle()
+        draw(fig)
 
     return show_controls(controls, fig, redraw)

@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt
 from matplotlib._pylab_helpers import Gcf
 
 from ..core.style import PALETTE
-from ..core.widgets import show_controls
+from ..core.widgets import draw, show_controls
 from .plan_model import MODEL_PRESETS, cluster, model
 from .planner import Plan, plan
 
@@ -101,6 +101,6 @@ def planner_widget(
             fig.text(0.5, 0.5, str(exc), ha="center", va="center", wrap=True, fontsize=9)
         else:
             draw_plan(fig, result, top)
-        fig.canvas.draw_idle()
+        draw(fig)
 
     return show_controls(controls, fig, redraw)
