@@ -2,6 +2,7 @@
 #   make lab    set up .venv if needed and open JupyterLab on notebooks/
 #   make test   set up .venv if needed, lint, run the unit tests and every notebook under nbval
 #   make stress the unit tests and notebooks STRESS_RUNS times beside STRESS_HOGS CPU hogs
+#   make browser-test  every notebook in JupyterLab in a real browser (not part of make test)
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -13,7 +14,7 @@ STRESS_HOGS ?= 1
 # JupyterLab refuses to start as root (containers, lab VMs) unless told it is on purpose.
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: lab test lint unit notebooks stress format refresh doctor clean test-oldest
+.PHONY: lab test lint unit notebooks stress format refresh doctor clean test-oldest browser-test
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,8 +29,10 @@ $(LAB_SETTINGS): course_utils/course/lab_settings.json $(STAMP)
 	@mkdir -p $(dir $@)
 	cp $< $@
 
+# NOTEBOOK_DIR: another folder to serve (`make browser-test` serves a scratch copy).
+NOTEBOOK_DIR ?= notebooks
 lab: $(STAMP) $(LAB_SETTINGS)
-	$(BIN)/jupyter lab --notebook-dir=notebooks $(ROOT_FLAG) $(LAB_ARGS)
+	$(BIN)/jupyter lab --notebook-dir=$(NOTEBOOK_DIR) $(ROOT_FLAG) $(LAB_ARGS)
 
 test: lint unit notebooks
 
@@ -60,6 +63,26 @@ test-oldest:
 # Does `make test` hold on a busy machine? Real-clock verdicts may say "not judged"; no other may flip.
 stress: $(STAMP)
 	.ci/stress $(STRESS_RUNS) $(STRESS_HOGS)
+
+# The course in a real browser, as a learner meets it in JupyterLab (tests/browser/run.py
+# says what is checked): Debian's Chromium, installed with apt-get when missing, driven by
+# playwright from a scratch venv; playwright downloads no browser of its own. Writes
+# build/browser-test/summary.json and screenshots; fails if any count is not 0.
+# NOTEBOOKS="00 08" runs a subset.
+CHROMIUM ?= /usr/bin/chromium
+BROWSER_VENV ?= build/browser-venv
+BROWSER_TIMEOUT ?= 300
+$(BROWSER_VENV)/.installed:
+	@test -x $(BROWSER_VENV)/bin/python || $(PYTHON) -m venv $(BROWSER_VENV)
+	$(BROWSER_VENV)/bin/python -m pip install --quiet --upgrade "pip>=23"
+	PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 $(BROWSER_VENV)/bin/python -m pip install --quiet \
+		"playwright>=1.40,<2" "psutil>=5.9"
+	@touch $@
+
+browser-test: $(STAMP) $(LAB_SETTINGS) $(BROWSER_VENV)/.installed
+	@tests/browser/ensure-chromium.sh $(CHROMIUM)
+	$(BROWSER_VENV)/bin/python tests/browser/run.py --chromium $(CHROMIUM) \
+		--timeout $(BROWSER_TIMEOUT) $(NOTEBOOKS)
 
 format: $(STAMP)
 	$(BIN)/ruff format .
