@@ -13,6 +13,7 @@ import time
 import torch
 import torch.distributed as dist
 
+from ..core import progress
 from ..core.data import load
 from ..ranks.launch import launch
 from .anatomy import SavedBytes
@@ -105,15 +106,19 @@ def compare_stages(
     batch_per_rank samples, and stage s is compared with DDP at the same N.
     """
     rows = []
-    for world in world_sizes:
-        x, y = batches(steps, world * batch_per_rank)
-        per_rank = launch(
-            train_stages,
-            world,
-            backend="gloo",
-            args=(tuple(widths), tuple(stages), x, y, lr),
-            timeout=timeout,
-        )
-        for rank_rows in per_rank:
-            rows.extend(rank_rows)
+    about = f"DDP and ZeRO-1/2/3, {steps} steps each, widths {list(widths)}"
+    with progress.bar(len(world_sizes), about, "launch") as bar:
+        for world in world_sizes:
+            bar.set_postfix(N=world)
+            x, y = batches(steps, world * batch_per_rank)
+            per_rank = launch(
+                train_stages,
+                world,
+                backend="gloo",
+                args=(tuple(widths), tuple(stages), x, y, lr),
+                timeout=timeout,
+            )
+            for rank_rows in per_rank:
+                rows.extend(rank_rows)
+            bar.update(1)
     return rows

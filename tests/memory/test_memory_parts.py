@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import torch
 import torch.distributed as dist
+from recorded_bars import record_bars
 
 from course_utils.core import profiles
 from course_utils.memory import (
@@ -68,10 +69,14 @@ def test_ring_phases_equal_torchs_collectives_and_send_n_minus_1_over_n():
             assert sent == 4 * 12 * (world - 1) // world
 
 
-def test_fsdp2_equals_hand_written_zero3_with_uneven_shards_and_prefetches():
+def test_fsdp2_equals_hand_written_zero3_with_uneven_shards_and_prefetches(monkeypatch):
     x, y = runs.batches(3, 8)
     out = fsdp.fsdp_training(ODD, 2, x, y, 1e-2)
+    bars = record_bars(monkeypatch)
     zero3 = [r for r in runs.compare_stages(ODD, (2,), 3, 4, 1e-2, stages=(3,))]
+    assert [(b.unit, b.total, b.n, b.closed, b.postfixes) for b in bars] == [
+        ("launch", 1, 1, True, [{"N": 2}])
+    ]
     for f, z in zip(out, zero3, strict=True):
         assert torch.allclose(f["params"], z["params"], atol=1e-6, rtol=0)
     assert sum(f["stored"] for f in out) >= 4 * 367
