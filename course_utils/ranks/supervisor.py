@@ -22,9 +22,6 @@ from . import diagnosis, processes, rank_output
 
 _GRACE = 0.3  # seconds to collect simultaneous failures before deciding which came first
 SETUP_ATTEMPTS = 3  # starts of the ranks when peers fail to connect while the group forms
-# seconds: a timeout this short stops a hang on purpose (00's hung rank, an exercise's limit
-# on a learner's ring), so the wait for it counts down on a bar, as other long cells show one
-COUNTDOWN_UP_TO = 30.0
 setup_restarts = 0  # how many times, in this process, ranks were started again (for bench)
 
 
@@ -85,38 +82,26 @@ def supervise(ranks: list[RankHandle], spec, restart=None) -> list:
     raise AssertionError("unreachable")
 
 
-def _countdown(spec):
-    """A bar of the seconds to a short timeout (`COUNTDOWN_UP_TO`), else one that shows nothing."""
-    if spec.timeout > COUNTDOWN_UP_TO:
-        return progress.NullBar()
-    about = f"{spec.name} on {spec.world_size} ranks, stopped at the {spec.timeout:g} s timeout"
-    return progress.bar(round(spec.timeout), about, "s")
-
-
 def _watch(ranks: list[RankHandle], spec, may_retry: bool) -> list:
-    started = time.monotonic()
-    deadline = started + spec.timeout
+    deadline = time.monotonic() + spec.timeout
     failures: dict[int, RankFailure] = {}
-    decide_at, counted = None, 0
-    with _countdown(spec) as bar:
-        while not all(rk.done for rk in ranks):
-            now = time.monotonic()
-            bar.update(int(now - started) - counted)
-            counted = int(now - started)
-            if decide_at is not None and now >= decide_at:
-                break
-            if now >= deadline:
-                captured = rank_output.stack_dumps(ranks)
-                stop_all(ranks)
-                rank_output.show_held(ranks)
-                diagnosis.raise_timeout(captured, [rk.rank for rk in ranks], spec)
-            limit = min(deadline, decide_at or deadline, now + 0.5) - now  # 0.5: the bar moves
-            _pump(ranks, failures, timeout=max(0.0, limit))
-            if may_retry and _failed_to_join(ranks, failures):
-                raise _SetupRace
-            _release_once_all_joined(ranks)
-            if failures and decide_at is None and not spec.allow_failures:
-                decide_at = time.monotonic() + _GRACE
+    decide_at = None
+    while not all(rk.done for rk in ranks):
+        now = time.monotonic()
+        if decide_at is not None and now >= decide_at:
+            break
+        if now >= deadline:
+            captured = rank_output.stack_dumps(ranks)
+            stop_all(ranks)
+            rank_output.show_held(ranks)
+            diagnosis.raise_timeout(captured, [rk.rank for rk in ranks], spec)
+        limit = min(deadline, decide_at or deadline) - now
+        _pump(ranks, failures, timeout=max(0.0, limit))
+        if may_retry and _failed_to_join(ranks, failures):
+            raise _SetupRace
+        _release_once_all_joined(ranks)
+        if failures and decide_at is None and not spec.allow_failures:
+            decide_at = time.monotonic() + _GRACE
     if failures and (not spec.allow_failures or len(failures) == len(ranks)):
         stop_all(ranks)
         rank_output.drain(ranks, until=time.monotonic() + 0.5)
