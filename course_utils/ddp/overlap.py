@@ -108,7 +108,7 @@ def _saving_on_rank(layers, width, batch, bucket_cap_mb, steps, link) -> dict:
 
     with links.active(link):
         backward()  # DDP learns its buckets in the first step; the others reuse them
-        timed = _timed(
+        seconds = _timed(
             {
                 "overlapped": backward,
                 "compute": backward_alone,
@@ -117,17 +117,13 @@ def _saving_on_rank(layers, width, batch, bucket_cap_mb, steps, link) -> dict:
             },
             steps,
         )
-    overlapped, compute, forward = timed["overlapped"], timed["compute"], timed["forward"]
-    communication = timed["communication"]
-    sequential = compute + communication
+    backward_only = seconds["compute"] - seconds["forward"]
+    sequential = seconds["compute"] + seconds["communication"]
     return {
+        **seconds,
         "link": link.label,
         "buckets": len(buckets),
-        "compute": compute,
-        "forward": forward,
-        "hideable": max(0.0, min(compute - forward, communication)),
-        "communication": communication,
+        "hideable": max(0.0, min(backward_only, seconds["communication"])),
         "sequential": sequential,
-        "overlapped": overlapped,
-        "saving": sequential - overlapped,
+        "saving": sequential - seconds["overlapped"],
     }
