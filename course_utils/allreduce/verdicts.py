@@ -23,13 +23,16 @@ __all__ = [
     "bus_bandwidth",
     "busbw_flat",
     "crossover_agrees",
+    "bandwidth_bound",
     "grows_like",
     "growth",
+    "latency_bound",
     "measured_crossover",
     "model_ratios",
     "simulator_matches_real",
     "ring_bytes_growth",
     "ring_time_within_bytes_growth",
+    "size_exponent",
 ]
 
 
@@ -87,6 +90,42 @@ def simulator_matches_real(
         abs(median - 1) <= tolerance,
         f"real clock: the simulator set to this machine's fitted link gives the real link's "
         f"times (the median of simulated over real within {tolerance:.0%} of 1)",
+        machine,
+    )
+
+
+def size_exponent(nbytes: list, seconds: list, lo: int, hi: int) -> float:
+    """How the time grows with the size from message `lo` to message `hi`, as a power: 0
+    when the size does not matter (latency), 1 when the time is in proportion to it
+    (bandwidth). Judged on a span of sizes rather than on two neighbours, so that one size
+    the machine happened to slow does not decide it."""
+    return math.log(seconds[hi] / seconds[lo]) / math.log(nbytes[hi] / nbytes[lo])
+
+
+@timing_claim("real", "threshold", "test_link_regimes_fail_on_a_link_without_them")
+def latency_bound(
+    nbytes: list, seconds: list, below: float = 0.5, machine: MachineShare | None = None
+) -> Verdict:
+    """From the smallest message to the next the time grows more slowly than the square
+    root of the size (`below`): the fixed price of a message dominates."""
+    return verdict(
+        size_exponent(nbytes, seconds, 0, 1) < below,
+        f"real clock: small messages cost about the same whatever their size (the time grows "
+        f"more slowly than size^{below:g}): latency-bound",
+        machine,
+    )
+
+
+@timing_claim("real", "threshold", "test_link_regimes_fail_on_a_link_without_them")
+def bandwidth_bound(
+    nbytes: list, seconds: list, above: float = 0.5, machine: MachineShare | None = None
+) -> Verdict:
+    """From the middle message to the largest the time grows faster than the square root of
+    the size (`above`): the bytes, not the message, set the price."""
+    return verdict(
+        size_exponent(nbytes, seconds, len(nbytes) // 2, -1) > above,
+        f"real clock: large messages cost more the larger they are (the time grows faster "
+        f"than size^{above:g}): bandwidth-bound",
         machine,
     )
 

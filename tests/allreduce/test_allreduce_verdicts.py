@@ -107,3 +107,23 @@ def test_crossover_is_found_in_measurements_or_not_at_all():
     always_ring = verdicts.measured_crossover(sizes, [9, 9, 90, 900], ring)
     assert always_ring is None
     assert not verdicts.crossover_agrees(always_ring, 1.5e5).ok
+
+
+def test_link_regimes_fail_on_a_link_without_them():
+    """The alpha-beta shape passes both; a link with no fixed price fails the latency
+    verdict, one where every message costs the same fails the bandwidth verdict, and one
+    size slowed twofold (the noise of a busy machine) does not flip either."""
+    nbytes = [1 << 10, 1 << 14, 1 << 18, 1 << 21, 1 << 24]
+    alpha_beta = [80e-6 + n / 3e9 for n in nbytes]
+    assert verdicts.latency_bound(nbytes, alpha_beta).ok
+    assert verdicts.bandwidth_bound(nbytes, alpha_beta).ok
+    slowed = [s * (2 if n == 1 << 21 else 1) for n, s in zip(nbytes, alpha_beta, strict=True)]
+    assert verdicts.bandwidth_bound(nbytes, slowed).ok
+    no_latency = [n / 3e9 for n in nbytes]
+    assert not verdicts.latency_bound(nbytes, no_latency).ok
+    latency_only = [80e-6 for _ in nbytes]
+    flat = verdicts.bandwidth_bound(nbytes, latency_only)
+    assert not flat.ok and flat.claim.startswith("real clock:")
+    assert verdicts.size_exponent(nbytes, no_latency, 0, -1) == pytest.approx(1)
+    busy = MachineShare(cores=2, seconds=1.0, others_cores=1.5, machine_cores=2)
+    assert not verdicts.latency_bound(nbytes, alpha_beta, machine=busy).judged
