@@ -35,8 +35,9 @@ def run(args) -> dict:
 def text(result: dict) -> str:
     """The result as a table, each target with its number and ✓ or ✗."""
     lines = [
-        f"the planner vs {len(result['layouts'])} layouts on 8 ranks, {result['clock']} clock "
-        f"over {result['link']} (times per step, slowest rank; peak bytes, fullest rank)",
+        f"the planner vs {len(result['layouts'])} layouts on {result['ranks']} ranks, "
+        f"{result['clock']} clock over {result['link']} (times per step, slowest rank; peak "
+        "bytes, fullest rank)",
         f"{'layout':<18}{'measured s':>11}{'predicted s':>12}{'measured MB':>12}"
         f"{'predicted MB':>13}",
     ]

@@ -145,6 +145,7 @@ class PlannerCheck:
     pick: str
     layouts: list[LayoutCheck]
     targets: list[Target]
+    ranks: int  # every layout's, which `check_planner` requires to be one number
     calibration: dict = field(default_factory=dict)
     clock: str = "simulated"
 
@@ -156,6 +157,7 @@ class PlannerCheck:
         return {
             "clock": self.clock,
             "link": self.link,
+            "ranks": self.ranks,
             "pick": self.pick,
             "layouts": [asdict(r) for r in self.layouts],
             "targets": [{k: v for k, v in asdict(t).items() if k != "claim"} for t in self.targets],
@@ -191,7 +193,7 @@ def check_planner(
     whole, split = calibration.activations
     constants = {"flops": calibration.flops, "activations_whole": whole,
                  "activations_split": split}  # fmt: skip
-    return PlannerCheck(link, pick, rows, targets(rows, pick), constants)
+    return PlannerCheck(link, pick, rows, targets(rows, pick), layouts[0].ranks, constants)
 
 
 def target_lines(check: PlannerCheck) -> list[str]:

@@ -52,7 +52,7 @@ def planner_vs_runs(check: PlannerCheck):
     fastest = names[measured.index(min(measured))]
     verdict = "is" if fastest == check.pick else f"is not (the fastest is {fastest})"
     fig.suptitle(
-        f"Planner vs {len(names)} layouts on 8 ranks: rank order ρ = {rho:.2f}; "
+        f"Planner vs {len(names)} layouts on {check.ranks} ranks: rank order ρ = {rho:.2f}; "
         f"its pick, {check.pick}, {verdict} the fastest measured",
         fontsize=10,
     )

@@ -35,7 +35,7 @@ def test_every_layout_comes_back_measured_and_predicted(check):
     for r in check.layouts:
         assert r.measured_seconds > 0 and r.predicted_seconds > 0
         assert r.measured_peak_bytes > 0 and r.predicted_peak_bytes > 0
-    assert check.clock == "simulated" and check.link == plan_check.LINK
+    assert check.clock == "simulated" and check.link == plan_check.LINK and check.ranks == 8
     assert check.pick in {"dp8", "dp2-tp2-pp2-m2"}
     assert [type(t.met) for t in check.targets] == [bool] * 4
     assert check.calibration["flops"] > 0
@@ -77,7 +77,7 @@ ABSENT = {  # rows where one effect is absent, the pick, and the one target that
 @pytest.mark.parametrize("case", ABSENT)
 def test_a_target_prints_a_cross_when_its_effect_is_absent(case, capsys):
     rows, pick, failing = ABSENT[case]
-    check = PlannerCheck(plan_check.LINK, pick, rows, targets(rows, pick))
+    check = PlannerCheck(plan_check.LINK, pick, rows, targets(rows, pick), 8)
     verdicts = planner_verdicts(check)
     assert [v.ok for v in verdicts] == [i != failing for i in range(4)]
     assert f"✗ {check.targets[failing].claim}" in capsys.readouterr().out
@@ -93,7 +93,7 @@ def test_the_bench_prints_its_json_shape_and_a_table(check, monkeypatch, capsys)
     monkeypatch.setattr(plan_check, "check_planner", lambda **_: check)
     assert main(["bench", "mesh", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["clock"] == "simulated" and out["pick"] == check.pick
+    assert out["clock"] == "simulated" and out["pick"] == check.pick and out["ranks"] == 8
     assert {tuple(sorted(r)) for r in out["layouts"]} == {
         ("layout", "measured_peak_bytes", "measured_seconds", "predicted_peak_bytes",
          "predicted_seconds")
@@ -107,11 +107,12 @@ def test_the_bench_prints_its_json_shape_and_a_table(check, monkeypatch, capsys)
 
 def test_the_chart_names_its_clock_and_titles_from_the_data():
     rows = _rows(MEASURED, [0.5 * m for m in MEASURED])
-    fig = planner_vs_runs(PlannerCheck("10gbe", "l0", rows, targets(rows, "l0")))
+    fig = planner_vs_runs(PlannerCheck("10gbe", "l0", rows, targets(rows, "l0"), 4))
     assert "simulated clock" in fig.axes[0].get_title()
     title = fig._suptitle.get_text()
     assert "ρ = 1.00" in title and "l0, is the fastest" in title
-    wrong = planner_vs_runs(PlannerCheck("10gbe", "l3", rows, targets(rows, "l3")))
+    assert f"{len(rows)} layouts on 4 ranks" in title
+    wrong = planner_vs_runs(PlannerCheck("10gbe", "l3", rows, targets(rows, "l3"), 4))
     assert "is not (the fastest is l0)" in wrong._suptitle.get_text()
 
 
