@@ -20,13 +20,13 @@ from torch.utils.data import BatchSampler, DistributedSampler
 from ..core.checks import NOT_SOLVED, attempt, verdict
 from ..core.errors import LaunchError
 from ..core.own_answers import (
-    OwnAnswerUsed,
+    Refused,
     Refusing,
+    attempt_refusing,
     from_launch,
     message,
     own_answer,
     own_answer_name,
-    refusing,
 )
 from ..ranks.launch import launch
 from .equivalence import Setup, equivalence
@@ -133,11 +133,10 @@ def check_updates_per_epoch(fn) -> bool:
         return bool(verdict(False, message(own_answer_name(fn))))
     settings = (True, False) if _takes_drop_last(fn) else (True,)
     tried = [(case, d) for d in settings for case in _CASES]
-    try:
-        with refusing():
-            answers = [attempt(_counted, fn, case, d, len(settings) > 1) for case, d in tried]
-    except OwnAnswerUsed as refused:
-        return bool(verdict(False, str(refused)))
+    answers = [attempt_refusing(_counted, fn, case, d, len(settings) > 1) for case, d in tried]
+    refused = next((a for a in answers if isinstance(a, Refused)), None)
+    if refused is not None:
+        return bool(verdict(False, refused))
     if any(a is NOT_SOLVED for a in answers):
         return bool(verdict(False, NOT_SOLVED))
     wrong = [(c, d, a) for (c, d), a in zip(tried, answers, strict=True)

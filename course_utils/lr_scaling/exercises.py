@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from ..core.checks import NOT_SOLVED, attempt, verdict
-from ..core.own_answers import OwnAnswerUsed, message, own_answer_name, refusing
+from ..core.own_answers import Refused, attempt_refusing, message, own_answer_name
 from .experiments import LinearWarmup, curve_distance, scaled_lr
 
 WARMUP_CLAIM = (
@@ -89,11 +89,9 @@ def check_curve_distance(fn) -> bool:
         return verdict(False, message(own_answer_name(fn)))
     for curve, reference in _DISTANCE_CASES:
         want = curve_distance(curve, reference)
-        try:
-            with refusing():
-                got = attempt(fn, list(curve), list(reference))
-        except OwnAnswerUsed as refused:
-            return verdict(False, str(refused))
+        got = attempt_refusing(fn, list(curve), list(reference))
+        if isinstance(got, Refused):
+            return verdict(False, got)
         if got is NOT_SOLVED:
             return verdict(False, NOT_SOLVED)
         got = float(got)

@@ -6,14 +6,12 @@ and returns whether it passed; it never raises at the learner.
 
 from __future__ import annotations
 
-from ..core.checks import NOT_SOLVED, attempt, verdict
+from ..core.checks import NOT_SOLVED, verdict
 from ..core.own_answers import (
-    OwnAnswerUsed,
     Refused,
     attempt_refusing,
     message,
     own_answer_name,
-    refusing,
 )  # fmt: skip
 from .schedules import BACKWARD, FORWARD, bubble_formula, check_order, simulate
 
@@ -34,12 +32,11 @@ def check_bubble(predict_bubble) -> bool:
     seen = []
     for stages, microbatches in BUBBLE_CASES:
         try:
-            with refusing():
-                value = attempt(predict_bubble, stages, microbatches)
-        except OwnAnswerUsed as refused:
-            return verdict(False, str(refused))
+            value = attempt_refusing(predict_bubble, stages, microbatches)
         except Exception as exc:
             return verdict(False, f"predict_bubble raised {type(exc).__name__}: {exc}")
+        if isinstance(value, Refused):
+            return verdict(False, value)
         if value is NOT_SOLVED:
             return verdict(False, NOT_SOLVED)
         try:

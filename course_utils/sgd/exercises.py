@@ -7,7 +7,7 @@ import math
 import torch
 
 from ..core.checks import NOT_SOLVED, attempt, verdict
-from ..core.own_answers import OwnAnswerUsed, message, own_answer, own_answer_name, refusing
+from ..core.own_answers import Refused, attempt_refusing, message, own_answer, own_answer_name
 from .sweep import train_trial
 from .sweep_config import SweepConfigError, validate
 
@@ -74,11 +74,9 @@ def check_sgd_epoch(fn) -> bool:
         return verdict(False, message(own_answer_name(fn)))
     for seed, batch_size in ((0, 1), (1, 8), (2, 50), (3, 7)):
         X, y, w0, order = _problem(seed)
-        try:
-            with refusing():
-                got = attempt(fn, w0.clone(), X, y, 0.05, batch_size, order)
-        except OwnAnswerUsed as refused:
-            return verdict(False, str(refused))
+        got = attempt_refusing(fn, w0.clone(), X, y, 0.05, batch_size, order)
+        if isinstance(got, Refused):
+            return verdict(False, got)
         if got is NOT_SOLVED:
             return verdict(False, NOT_SOLVED)
         got = torch.as_tensor(got, dtype=torch.float64)
