@@ -20,10 +20,10 @@ from ..core.timing_claims import timing_claim
 
 __all__ = [
     "agrees_with_model",
+    "bandwidth_bound",
     "bus_bandwidth",
     "busbw_flat",
     "crossover_agrees",
-    "bandwidth_bound",
     "grows_like",
     "growth",
     "latency_bound",

@@ -50,7 +50,7 @@ class PipelineSizes:
     schedule_micro_batch_size: int = 128
     # steps per schedule, taking turns; the least idle counts. With 2, interleaved's real
     # bubble was 39% and 79% over its play-out in 2 of 5 runs (one slow hand-off in every
-    # step); with 6, at most 18% in 6 runs (2026-11-26). bench pipeline takes 5 too.
+    # step); with 6, at most 18% in 6 runs (2026-11-26). 5, as bench pipeline takes.
     schedule_repeats: int = 5
     twin_steps: int = 3  # SGD steps of the course's engine and of PyTorch's, against one process
     twin_lr: float = 0.1

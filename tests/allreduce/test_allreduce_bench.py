@@ -53,21 +53,28 @@ def test_busbw_sweep_gives_algbw_and_busbw_per_size(monkeypatch):
         (a, n) for a in ("ring", "builtin") for n in (1 << 12, 1 << 16)
     ]
     assert all(r["seconds"] > 0 for r in out["rows"])  # measured: their values are a bench's
+    slow = bench.run(_args("--busbw", "--link", "1gbit,1ms", "--world-size", "2", "--repeats", "1"))
+    assert slow["clock"] == "simulated" and slow["met"] is None  # the link's rate by design
+
+
+def test_busbw_rows_follow_nccl_tests_formula_on_a_fake_clock(monkeypatch):
+    """No time is measured here: `time_allreduce` is replaced by a clock that returns 1 ms
+    and 2 ms, so what is checked is the arithmetic busbw = algbw · 2(N-1)/N, not a speed."""
+    small = replace(profiles.get("cpu").collectives, busbw_bytes=(1 << 12, 1 << 16))
+    monkeypatch.setattr(
+        profiles, "current", lambda: replace(profiles.get("cpu"), collectives=small)
+    )
 
     def fake_clock(world, sizes, repeats, algorithms, link=None, every_repeat=False):
         return {a: [[1e-3 * (i + 1)] * repeats for i, _ in enumerate(sizes)] for a in algorithms}
 
     from course_utils.allreduce import runs
 
-    measured = runs.time_allreduce
     monkeypatch.setattr(runs, "time_allreduce", fake_clock)
     faked = bench.run(_args("--busbw", "--link", "real", "--world-size", "3", "--repeats", "2"))
     assert [r["seconds"] for r in faked["rows"]] == [1e-3, 2e-3] * 2
     for row in faked["rows"]:  # nccl-tests: busbw = algbw * 2(N-1)/N, on the fake clock
         assert abs(row["busbw_mb_s"] - row["algbw_mb_s"] * 4 / 3) <= 0.02
-    monkeypatch.setattr(runs, "time_allreduce", measured)
-    slow = bench.run(_args("--busbw", "--link", "1gbit,1ms", "--world-size", "2", "--repeats", "1"))
-    assert slow["clock"] == "simulated" and slow["met"] is None  # the link's rate by design
 
 
 def test_link_auto_runs_real_where_the_sweep_fits_the_cores_and_simulated_otherwise(monkeypatch):
