@@ -20,7 +20,7 @@ import torch
 import torch.distributed as dist
 
 from ..core.own_answers import own_answer
-from ..network.wire import irecv, isend, post, recv, send
+from ..network.wire import post
 from .flat import begin, chunk_bounds, finish, scratch
 from .trace import Trace
 
@@ -45,11 +45,11 @@ def parameter_server_allreduce(t: torch.Tensor, trace: Trace | None = None) -> t
     if rank == 0:
         incoming = scratch(n, flat)
         for worker in range(1, world):
-            recv(incoming, worker)
+            dist.recv(incoming, worker)
             flat.add_(incoming)
             log.received(worker, 0, n)
     else:
-        send(flat, 0)
+        dist.send(flat, 0)
         log.sent(0, 0, n)
     log.done(flat)
     log.next_round("broadcast: the server sends the sum to every worker")
@@ -58,7 +58,7 @@ def parameter_server_allreduce(t: torch.Tensor, trace: Trace | None = None) -> t
         for worker in range(1, world):
             log.sent(worker, 0, n)
     else:
-        recv(flat, 0)
+        dist.recv(flat, 0)
         log.received(0, 0, n)
     log.done(flat)
     return finish(t, flat)
@@ -85,7 +85,7 @@ def tree_allreduce(t: torch.Tensor, trace: Trace | None = None) -> torch.Tensor:
     for level in range(levels, 0, -1):  # the deepest level sends first
         log.next_round(f"reduce: depth {level} sends its partial sum up")
         if depth == level:
-            send(flat, parent_rank)
+            dist.send(flat, parent_rank)
             log.sent(parent_rank, 0, n)
         elif depth == level - 1 and children:
             post(*[("recv", buf, src) for buf, src in zip(incoming, child_ranks, strict=True)])
@@ -100,7 +100,7 @@ def tree_allreduce(t: torch.Tensor, trace: Trace | None = None) -> torch.Tensor:
             for dst in child_ranks:
                 log.sent(dst, 0, n)
         elif depth == level:
-            recv(flat, parent_rank)
+            dist.recv(flat, parent_rank)
             log.received(parent_rank, 0, n)
         log.done(flat)
     return finish(t, flat)
@@ -123,10 +123,10 @@ def butterfly_allreduce(t: torch.Tensor, trace: Trace | None = None) -> torch.Te
     if extra:
         log.next_round(f"fold in: ranks {p}..{world - 1} hand their tensor to rank - {p}")
         if rank >= p:
-            send(flat, rank - p)
+            dist.send(flat, rank - p)
             log.sent(rank - p, 0, n)
         elif rank < extra:
-            recv(incoming, rank + p)
+            dist.recv(incoming, rank + p)
             flat.add_(incoming)
             log.received(rank + p, 0, n)
         log.done(flat)
@@ -144,10 +144,10 @@ def butterfly_allreduce(t: torch.Tensor, trace: Trace | None = None) -> torch.Te
     if extra:
         log.next_round(f"hand back: ranks 0..{extra - 1} send the sum to rank + {p}")
         if rank >= p:
-            recv(flat, rank - p)
+            dist.recv(flat, rank - p)
             log.received(rank - p, 0, n)
         elif rank < extra:
-            send(flat, rank + p)
+            dist.send(flat, rank + p)
             log.sent(rank + p, 0, n)
         log.done(flat)
     return finish(t, flat)
@@ -201,7 +201,9 @@ def ring_step(flat, send, recv, right, left, incoming, log, add: bool) -> dict:
     if dist.get_backend() == "nccl":
         post(*ops)
     else:
-        requests = {kind: (irecv if kind == "recv" else isend)(t, p) for kind, t, p in ops}
+        requests = {
+            kind: (dist.irecv if kind == "recv" else dist.isend)(t, p) for kind, t, p in ops
+        }
     if "recv" in requests:
         requests["recv"].wait()
     if add and r1 > r0:

@@ -2,7 +2,8 @@
 
 The learner's function takes this rank's tensor, sums it over all ranks in place with
 send/recv (or isend/irecv) and returns it. The checker runs it on several world sizes with
-integer tensors (so the sum is exact), records every message, and says which classic
+integer tensors (so the sum is exact), records every message at the torch.distributed
+boundary (plain send/recv, isend/irecv, or P2POp with batch_isend_irecv), and says which classic
 mistake it made: a ring that passes the whole tensor round, wrong chunk indices, a
 send/recv order that deadlocks, a ring that talks to a rank other than its two neighbours,
 a tree that forgets to broadcast, a "tree" that is really a star (a parameter server) or a
@@ -19,6 +20,7 @@ import torch.distributed as dist
 from ..core.checks import NOT_SOLVED, attempt, verdict
 from ..core.errors import LaunchError, LaunchTimeout
 from ..core.own_answers import OwnAnswerUsed, from_launch, message, own_answer_name, refusing
+from ..network.recorder import recording
 from ..ranks.bootstrap import device
 from ..ranks.launch import launch
 
@@ -28,7 +30,7 @@ LENGTHS = (22, 8, 2)  # uneven chunks, even ones, and fewer elements than ranks 
 TREE_MAX_SENT = 3  # whole tensors a rank of a tree sends: one up, two down at most
 _SENDS = ("send", "isend")
 _RECVS = ("recv", "irecv")
-_SHORTCUTS = ("all_reduce", "reduce", "broadcast", "all_gather", "reduce_scatter", "all_to_all")
+_NOT_SHORTCUTS = ("barrier", "monitored_barrier")  # any other collective does the work for you
 
 
 def check_ring(fn, timeout: float = 5.0) -> bool:
@@ -55,58 +57,37 @@ def _peer(args, kwargs, name):
 
 
 def _on_rank(fn) -> list[dict]:
-    """Run the learner's function on each length, recording its messages and shortcuts."""
+    """Run the learner's function on each length, recording what crosses torch.distributed."""
     dist.barrier()  # every rank fully connected before a stub returns and its rank exits
-    events, shortcuts, originals = [], [], {}
-
-    def sending(original):
-        def wrapper(tensor, *args, **kwargs):
-            nbytes = tensor.numel() * tensor.element_size()
-            events.append(("send", _peer(args, kwargs, "dst"), nbytes))
-            return original(tensor, *args, **kwargs)
-
-        return wrapper
-
-    def receiving(original):
-        def wrapper(tensor, *args, **kwargs):
-            result = original(tensor, *args, **kwargs)
-            source = _peer(args, kwargs, "src")
-            events.append(("recv", result if source is None else source, 0))
-            return result
-
-        return wrapper
-
-    def watching(name, original):
-        def wrapper(*args, **kwargs):
-            shortcuts.append(name)
-            return original(*args, **kwargs)
-
-        return wrapper
-
-    for name in _SENDS + _RECVS + _SHORTCUTS:
-        original = originals[name] = getattr(dist, name)
-        wrap = sending if name in _SENDS else receiving if name in _RECVS else None
-        setattr(dist, name, wrap(original) if wrap else watching(name, original))
-    try:
-        runs = []
-        for numel in LENGTHS:
-            events.clear()
-            refused = None
+    runs = []
+    for numel in LENGTHS:
+        refused = None
+        with recording() as log:
             try:
                 with refusing():
                     out = attempt(fn, _inputs(dist.get_rank(), numel).to(device()))
             except OwnAnswerUsed as error:
                 out, refused = None, str(error)
-            solved = not (isinstance(out, str) and out == NOT_SOLVED)
-            if solved and not isinstance(out, torch.Tensor):
-                out = f"a {type(out).__name__}"
-            run = {"numel": numel, "out": out, "solved": solved, "events": events[:],
-                   "refused": refused}  # fmt: skip
-            runs.append({**run, "shortcuts": shortcuts[:]})
-        return runs
-    finally:
-        for name, original in originals.items():
-            setattr(dist, name, original)
+        solved = not (isinstance(out, str) and out == NOT_SOLVED)
+        if solved and not isinstance(out, torch.Tensor):
+            out = f"a {type(out).__name__}"
+        events = [
+            ("send", m.peer, m.nbytes) if m.op in _SENDS else ("recv", m.peer, 0)
+            for m in log.messages
+            if m.op in _SENDS + _RECVS
+        ]
+        shortcuts = [m.op for m in log.collectives() if m.op not in _NOT_SHORTCUTS]
+        runs.append(
+            {
+                "numel": numel,
+                "out": out,
+                "solved": solved,
+                "events": events,
+                "refused": refused,
+                "shortcuts": shortcuts,
+            }
+        )
+    return runs
 
 
 def _check(kind: str, fn, sizes: tuple[int, ...], timeout: float) -> bool:

@@ -146,11 +146,11 @@ def _pingpong_times(nbytes: tuple, repeats: int) -> list[float]:
             start = clock()
             for _ in range(round_trips):
                 if rank == 0:
-                    links.send(buf, 1)
-                    links.recv(buf, 1)
+                    dist.send(buf, 1)
+                    dist.recv(buf, 1)
                 else:
-                    links.recv(buf, 0)
-                    links.send(buf, 0)
+                    dist.recv(buf, 0)
+                    dist.send(buf, 0)
             if buf.is_cuda:  # NCCL returns before the GPU has moved the bytes
                 torch.cuda.synchronize()
             if i:

@@ -11,4 +11,7 @@ that makes it trustworthy: set to this machine's fitted terms, it gives the real
 
 from __future__ import annotations
 
-from . import fit  # noqa: F401  - makes `this-machine` a link that `fabric.parse` knows
+from . import (
+    fit,  # noqa: F401  - makes `this-machine` a link that `fabric.parse` knows
+    wire,  # noqa: F401  - a launch inside `recorder.recording()` records on its ranks
+)

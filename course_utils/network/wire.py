@@ -10,10 +10,11 @@ Each rank has one link (`fabric`: full duplex unless fitted otherwise). Messages
 queue on its way out (a send waits until the wire has carried every earlier one), and
 messages that arrive together queue on its way in (a server receiving from N-1 workers
 takes N-1 wire times); `clock` keeps that time, so that a late wake-up does not add to the
-next message. The course's own send paths (`send`, `recv`, `post`, `all_reduce`) and the
-DDP hook (`hook`) pay it; `active(link)` switches it on inside a rank. With the real link
-they are plain gloo. The built-in `all_reduce` is *charged as a ring* (its formula), so a
-time of it on a simulated link is a prediction, never a measurement.
+next message. Inside `active(link)` every message sent through `torch.distributed` pays
+it (`recorder` wraps torch's point-to-point functions and calls `charged`), as do
+`all_reduce` here and the DDP hook (`hook`). With the real link they are plain gloo. The
+built-in `all_reduce` is *charged as a ring* (its formula), so a time of it on a simulated
+link is a prediction, never a measurement.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ import time
 import torch
 import torch.distributed as dist
 
+from ..ranks.launch import carry
+from . import recorder
 from .clock import LAG, Clock, latest_moment
 from .fabric import AUTO, PRESETS, REAL, Link, add_argument, parse, resolve, ring_allreduce_seconds
 
@@ -33,19 +36,16 @@ __all__ = [
     "REAL",
     "Link",
     "active",
+    "carried",
     "add_argument",
     "all_reduce",
     "current",
-    "irecv",
-    "isend",
     "now",
     "parse",
     "post",
-    "recv",
     "resolve",
     "restart",
     "ring_allreduce_seconds",
-    "send",
     "start",
     "timer",
     "waited_until",
@@ -75,8 +75,10 @@ def active(link: Link | str | None, virtual: bool = False):
     _state["link"] = parse(link)
     slowdown = _state["link"].both_ways_slowdown
     _state["clock"] = Clock(math.inf if virtual else LAG, both_ways_slowdown=slowdown)
+    simulated = recorder.simulated(_Wire) if _state["link"].emulated else contextlib.nullcontext()
     try:
-        yield _state["link"]
+        with simulated:
+            yield _state["link"]
     finally:
         _state["link"], _state["clock"] = previous
 
@@ -94,39 +96,96 @@ def timer():
     return now if current().emulated else time.perf_counter
 
 
+class _Sent:
+    """An isend's handle on a simulated link: `arrives` is when its last byte is in."""
+
+    def __init__(self, handle, arrives: float):
+        self.handle, self.arrives = handle, arrives
+
+    def wait(self, timeout=None) -> bool:
+        return self.handle.wait() if timeout is None else self.handle.wait(timeout)
+
+
 class _Received:
     def __init__(self, buffer, t, handle, seconds):
         self.buffer, self.t, self.handle, self.seconds = buffer, t, handle, seconds
 
-    def wait(self) -> None:
+    def wait(self, timeout=None) -> bool:
         """The data is here, and this rank's clock has moved to when its last byte arrived."""
         clock = _state["clock"]
         with clock.not_counted():
-            self.handle.wait()
+            self.handle.wait() if timeout is None else self.handle.wait(timeout)
             arrives = _unpacked(self.buffer, self.t)
         clock.wait_until(clock.received(self.seconds, arrives))
+        return True
 
 
-def isend(t: torch.Tensor, peer: int, tag: int = 0):
-    """`dist.isend` over the link: the message queues on this rank's outgoing wire."""
-    link = current()
-    if not link.emulated:
-        return dist.isend(t, peer, tag=tag)
-    clock = _state["clock"]
-    arrives = clock.send(link.wire_seconds(_nbytes(t)))
+def charged(op: str, t: torch.Tensor, peer: int | None, group, tag: int):
+    """torch's `op` ("send", "recv", "isend" or "irecv") with the message's wire time charged
+    on this rank's clock (`recorder` calls this for every message on a simulated link).
+
+    A message queues on the sender's outgoing wire and carries, in front of its bytes, the
+    moment its last byte arrives; a receive returns (or its `wait()` does) when the last
+    byte is in, after every message before it on this rank's incoming wire."""
+    own, clock = recorder.torch_own(op), _state["clock"]
+    seconds = current().wire_seconds(_nbytes(t))
+    if op in ("send", "isend"):
+        arrives = clock.send(seconds)
+        with clock.not_counted():
+            handle = own(_packed(t, arrives), peer, group, tag)
+        if op == "send":
+            clock.wait_until(arrives)
+            return handle
+        return _Sent(handle, arrives)
     with clock.not_counted():
-        return dist.isend(_packed(t, arrives), peer, tag=tag)
-
-
-def irecv(t: torch.Tensor, peer: int, tag: int = 0):
-    """`dist.irecv` over the link: its `wait()` returns when the last byte has arrived."""
-    link = current()
-    if not link.emulated:
-        return dist.irecv(t, peer, tag=tag)
-    with _state["clock"].not_counted():
         buffer = torch.empty(8 + _nbytes(t), dtype=torch.uint8, device=t.device)  # stamp, bytes
-        handle = dist.irecv(buffer, peer, tag=tag)
-    return _Received(buffer, t, handle, link.wire_seconds(_nbytes(t)))
+        handle = own(buffer, peer, group, tag)
+    if op == "irecv":
+        return _Received(buffer, t, handle, seconds)
+    with clock.not_counted():  # `handle` is the sender's rank: the bytes are here
+        arrives = _unpacked(buffer, t)
+    clock.wait_until(clock.received(seconds, arrives))
+    return handle
+
+
+class _Wire:
+    """What the recorder calls for each message on a simulated link."""
+
+    charged = staticmethod(charged)
+
+    @staticmethod
+    def not_counted():
+        return _state["clock"].not_counted()
+
+
+def carried(fn):
+    """`fn` as `launch` sends it to its ranks: inside a `recorder.recording()` here, each rank
+    records too, on the link active here, and returns (its value, its messages)."""
+    if isinstance(fn, _Recorded):
+        return fn
+    return _Recorded(fn, current()) if recorder.writing() else fn
+
+
+def merged(results: list, fn) -> list:
+    """The ranks' values; their messages go to the recording open here, in rank order."""
+    if not isinstance(fn, _Recorded) or not recorder.writing():
+        return results
+    for result in results:
+        recorder.write(result[1] if isinstance(result, tuple) else [])
+    return [result[0] if isinstance(result, tuple) else result for result in results]
+
+
+class _Recorded:
+    def __init__(self, fn, link: Link):
+        self.fn, self.link = fn, link
+
+    def __call__(self, *args, **kwargs):
+        with active(self.link), recorder.recording() as log:
+            value = self.fn(*args, **kwargs)
+        return value, log.messages
+
+
+carry(carried, merged)
 
 
 def batches_point_to_point() -> bool:
@@ -141,11 +200,11 @@ def start(*ops: tuple) -> list:
     they were posted and ignoring tags: a receive posted before a send its peer is
     waiting for never completes. So on NCCL the ops go in one `batch_isend_irecv` (tags
     dropped), as Megatron's send-forward-receive-backward does; on gloo each goes alone,
-    over the active link, tags kept."""
+    tags kept."""
     if batches_point_to_point():
         kinds = {"send": dist.isend, "recv": dist.irecv}
         return dist.batch_isend_irecv([dist.P2POp(kinds[k], t, p) for k, t, p, _ in ops])
-    return [(isend if k == "send" else irecv)(t, p, tag=tag) for k, t, p, tag in ops]
+    return [(dist.isend if k == "send" else dist.irecv)(t, p, tag=tag) for k, t, p, tag in ops]
 
 
 def restart() -> float:
@@ -175,70 +234,22 @@ def _unpacked(buffer: torch.Tensor, t: torch.Tensor) -> float:
     return buffer[:8].view(torch.float64).item()
 
 
-def send(t: torch.Tensor, peer: int, tag: int = 0) -> None:
-    """`dist.send`: returns when the wire has carried the message (after every earlier one)."""
-    link = current()
-    if not link.emulated:
-        dist.send(t, peer, tag=tag)
-        return
-    clock = _state["clock"]
-    arrives = clock.send(link.wire_seconds(_nbytes(t)))
-    with clock.not_counted():
-        dist.send(_packed(t, arrives), peer, tag=tag)
-    clock.wait_until(arrives)
-
-
-def recv(t: torch.Tensor, peer: int | None = None, tag: int = 0) -> int:
-    """`dist.recv` (from anyone when `peer` is None): returns when the last byte has arrived
-    over this rank's incoming wire, which carries one message at a time."""
-    link = current()
-    if not link.emulated:
-        return dist.recv(t, peer, tag=tag)
-    clock = _state["clock"]
-    with clock.not_counted():
-        buffer = _packed(t)
-        sender = dist.recv(buffer, peer, tag=tag)
-        arrives = _unpacked(buffer, t)
-    clock.wait_until(clock.received(link.wire_seconds(_nbytes(t)), arrives))
-    return sender
-
-
 def post(*ops: tuple) -> None:
     """Post ("send" | "recv", tensor, peer) ops together and wait for all of them.
 
     NCCL needs a send and a receive to one peer grouped (`batch_isend_irecv`), or both
-    ranks wait for each other; gloo's plain isend/irecv are faster, so it gets those. Over
-    an emulated link each message carries its stamp, and the rank is done when its last
-    send has left and its last receive has arrived.
-    """
-    link = current()
-    clock = _state["clock"]
-    wire = {id(t): link.wire_seconds(_nbytes(t)) for _, t, _ in ops}
-    sent = []
-    if not link.emulated:
-        _post_and_wait(ops)
-        return
-    sent = [clock.send(wire[id(t)]) for kind, t, _ in ops if kind == "send"]
-    stamps = iter(sent)
-    with clock.not_counted():
-        ops = [(k, _packed(t, next(stamps) if k == "send" else 0.0), p, t) for k, t, p in ops]
-        _post_and_wait(ops)
-        arrivals = sorted(  # the incoming wire carries them in the order they come
-            (_unpacked(buffer, t), wire[id(t)]) for k, buffer, _, t in ops if k == "recv"
-        )
-    done = [clock.received(seconds, moment) for moment, seconds in arrivals]
-    clock.wait_until(max(sent + done, default=0.0))
-
-
-def _post_and_wait(ops: list) -> None:
+    ranks wait for each other; gloo's plain isend/irecv are faster, so it gets those,
+    receives first (a posted receive takes its data as it comes)."""
     kinds = {"send": dist.isend, "recv": dist.irecv}
-    if dist.get_backend() == "nccl":
-        requests = dist.batch_isend_irecv([dist.P2POp(kinds[k], t, p) for k, t, p, *_ in ops])
+    if batches_point_to_point():
+        requests = dist.batch_isend_irecv([dist.P2POp(kinds[k], t, p) for k, t, p in ops])
     else:
-        ordered = sorted(ops, key=lambda op: op[0] != "recv")  # a posted receive takes data at once
-        requests = [kinds[k](t, p) for k, t, p, *_ in ordered]
+        ordered = sorted(ops, key=lambda op: op[0] != "recv")
+        requests = [kinds[k](t, p) for k, t, p in ordered]
     for request in requests:
         request.wait()
+    if current().emulated:  # done when the last send has left too
+        _state["clock"].wait_until(max((getattr(r, "arrives", 0.0) for r in requests), default=0))
 
 
 def all_reduce(t: torch.Tensor, group=None) -> torch.Tensor:
@@ -268,7 +279,7 @@ def _latest_entry(clock: Clock, group, where: torch.device) -> float:
     entry = max(clock.advance(), clock.out)
     with clock.not_counted():
         moment = torch.tensor([entry], dtype=torch.float64, device=where)
-        dist.all_reduce(moment, op=dist.ReduceOp.MAX, group=group)
+        recorder.torch_own("all_reduce")(moment, op=dist.ReduceOp.MAX, group=group)
     return moment.item()
 
 

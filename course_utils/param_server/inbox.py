@@ -10,8 +10,9 @@ import queue
 import threading
 
 import torch
+import torch.distributed as dist
 
-from ..network import wire as links
+from ..ranks.bootstrap import device
 
 
 class Inbox:
@@ -25,8 +26,8 @@ class Inbox:
     def _pump(self) -> None:
         try:
             while True:
-                message = torch.empty(self.size)
-                sender = links.recv(message)
+                message = torch.empty(self.size, device=device())
+                sender = dist.recv(message)
                 self.queue.put((sender, message))
         except Exception:  # the group is torn down at the end of the run: nothing to report
             return

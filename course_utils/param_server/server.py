@@ -155,12 +155,12 @@ def _work(cfg, params, shards, train, input_shape, num_classes) -> dict:
             a, b = shards[s]
             header = torch.tensor([GRADIENT, versions[s]], device=grad.device)
             message = torch.cat([header, grad[a:b]])
-            links.send(message, s)
+            dist.send(message, s)
             moved += message.numel() * message.element_size()
         for s in sorted(active):
             a, b = shards[s]
             reply = torch.empty(HEADER + b - a, device=params.device)
-            links.recv(reply, s)
+            dist.recv(reply, s)
             moved += reply.numel() * reply.element_size()
             if reply[0] == STOP:
                 active.discard(s)
@@ -172,7 +172,7 @@ def _work(cfg, params, shards, train, input_shape, num_classes) -> dict:
         a, b = shards[s]
         goodbye = torch.zeros(HEADER + b - a, device=params.device)
         goodbye[0] = BYE
-        links.send(goodbye, s)
+        dist.send(goodbye, s)
     return {"worker": worker, "gradients": pushed, "losses": losses, "bytes": moved}
 
 
@@ -190,7 +190,7 @@ def _serve(cfg: ServerConfig, params: torch.Tensor, shard: tuple[int, int], bar)
     def reply(rank: int, kind: float) -> None:
         message = torch.cat([torch.tensor([kind, float(version)], device=mine.device), mine])
         try:
-            links.send(message, rank)
+            dist.send(message, rank)
             log.bytes_sent += message.numel() * message.element_size()
         except RuntimeError as exc:  # the worker's connection is gone
             log.lost.setdefault(workers[rank], f"could not take its reply ({_short(exc)})")

@@ -33,6 +33,21 @@ DEFAULT_TIMEOUT = 120.0
 BEFORE_RANKS = "launch interrupted before any rank started: nothing is left running"
 
 
+CARRIED: list = []  # (wrap, unwrap): what every launch carries into its ranks (`carry`)
+
+
+def carry(wrap, unwrap) -> None:
+    """Have every launch run `wrap(fn)` on its ranks and hand their results to `unwrap(results,
+    wrapped)`: how the simulator's recording and link reach the ranks (`network.wire`)."""
+    CARRIED.append((wrap, unwrap))
+
+
+def _unwrapped(results: list, fn) -> list:
+    for _, unwrap in reversed(CARRIED):
+        results = unwrap(results, fn)
+    return results
+
+
 def launch(
     fn,
     world_size: int,
@@ -58,7 +73,10 @@ def launch(
     (each rank gets its share of the cores). `timeout` defaults to the profile's
     `launch_timeout` (120 s on the cpu profile, an hour for the gpu profile's full runs).
     """
+    name = getattr(fn, "__name__", type(fn).__name__)
     kwargs = {} if kwargs is None else kwargs
+    for wrap, _ in CARRIED:
+        fn = wrap(fn)
     try:  # no rank exists yet: an interrupt here stops nothing, and says so
         timeout = default_timeout() if timeout is None else timeout
         world_size, timeout = _check_arguments(fn, world_size, timeout, args, kwargs)
@@ -75,7 +93,7 @@ def launch(
         init_method="",  # a fresh file, set below
         payload=payload,
         parent_pid=os.getpid(),
-        name=getattr(fn, "__name__", type(fn).__name__),
+        name=name,
         allow_failures=allow_failures,
         threads=rank_setup.threads_for(world_size, method),
     )
@@ -95,7 +113,7 @@ def launch(
             workdir = limits.rendezvous_folder()
         spec = replace(spec, init_method="file://" + os.path.join(workdir, "rendezvous"))
         start_ranks(spec)
-        return supervise(ranks, spec, restart=start_ranks)
+        return _unwrapped(supervise(ranks, spec, restart=start_ranks), fn)
     except KeyboardInterrupt:
         interrupted = True
     except LaunchError as error:

@@ -156,6 +156,61 @@ def test_only_ranks_starts_processes_or_installs_signal_handlers():
     assert not found, f"start, watch and reap processes through course_utils.ranks: {found}"
 
 
+DISTRIBUTED = ("torch.distributed", "torch.distributed.distributed_c10d")
+
+
+def _assigns_to_torch_distributed(source: str) -> list[str]:
+    """Lines that set an attribute of torch.distributed (or its c10d module), by `setattr` or
+    by assignment, whatever name the module was imported under."""
+    tree, aliases = ast.parse(source), {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name in DISTRIBUTED:
+                    aliases[alias.asname or alias.name] = alias.name
+        elif isinstance(node, ast.ImportFrom) and node.module in ("torch", "torch.distributed"):
+            for alias in node.names:
+                if f"{node.module}.{alias.name}" in DISTRIBUTED:
+                    aliases[alias.asname or alias.name] = alias.name
+
+    def names_module(expr) -> bool:
+        text = ast.unparse(expr)
+        return text in aliases or text in DISTRIBUTED
+
+    found = []
+    for node in ast.walk(tree):
+        call = isinstance(node, ast.Call) and ast.unparse(node.func) == "setattr" and node.args
+        if call and names_module(node.args[0]):
+            found.append(f"line {node.lineno}")
+        targets = node.targets if isinstance(node, ast.Assign) else []
+        found += [f"line {node.lineno}" for t in targets
+                  if isinstance(t, ast.Attribute) and names_module(t.value)]  # fmt: skip
+    return found
+
+
+def test_only_the_recorder_assigns_to_torch_distributed():
+    found = {
+        name: where
+        for name, path in _modules().items()
+        if (where := _assigns_to_torch_distributed(path.read_text()))
+    }
+    assert list(found) == ["course_utils.network.recorder"], found
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import torch.distributed as dist\ndist.send = print",
+        "import torch.distributed as dist\nsetattr(dist, 'send', print)",
+        "from torch import distributed\ndistributed.all_reduce = print",
+        "import torch.distributed.distributed_c10d as c10d\nsetattr(c10d, 'isend', print)",
+        "import torch\ntorch.distributed.recv = print",
+    ],
+)
+def test_the_assignment_rule_catches_each_way_to_patch_torch_distributed(source):
+    assert _assigns_to_torch_distributed(source), source
+
+
 @pytest.mark.parametrize(
     "source",
     [

@@ -43,14 +43,15 @@ WIRE = 2.0**-5  # 31.25 ms, exact in binary
 
 
 def _send(clock: Clock) -> float:
-    """What `link.send` does with the clock: stamp the message, wait until it has left."""
+    """What `dist.send` on a simulated link does with the clock: stamp the message, wait
+    until it has left."""
     arrives = clock.send(WIRE)
     clock.wait_until(arrives)
     return arrives
 
 
 def _recv(clock: Clock, arrives: float) -> None:
-    """What `link.recv` does with the clock, for a message stamped `arrives`."""
+    """What `dist.recv` on a simulated link does with the clock, for a message stamped `arrives`."""
     clock.advance()
     clock.wait_until(clock.received(WIRE, arrives))
 

@@ -55,9 +55,9 @@ def _timed_exchange(spec: str) -> tuple:
         start = link.restart()  # as every timing does: all clocks start at one moment
         for _ in range(3):
             if dist.get_rank() == 0:
-                link.send(payload, 1)
+                dist.send(payload, 1)
             else:
-                link.recv(payload, 0)
+                dist.recv(payload, 0)
         on_the_link = link.now() - start
         elapsed = time.perf_counter() - start
     return elapsed, on_the_link, payload[0].item()
@@ -100,9 +100,9 @@ def _gather_on_rank_0(spec: str) -> tuple[float, float]:
         start = link.restart()  # as every timing does: all clocks start at one moment
         if dist.get_rank() == 0:
             for worker in (1, 2, 3):
-                link.recv(payload, worker)
+                dist.recv(payload, worker)
         else:
-            link.send(payload, 0)
+            dist.send(payload, 0)
         return time.perf_counter() - start, link.now() - start
 
 
@@ -182,9 +182,9 @@ def _pingpong_with_late_wakeups(spec: str) -> float:
         for turn in range(8):
             if turn % 2 == dist.get_rank():
                 time.sleep(0.01)
-                link.send(payload, other)
+                dist.send(payload, other)
             else:
-                link.recv(payload, other)
+                dist.recv(payload, other)
         return time.perf_counter() - start
 
 
