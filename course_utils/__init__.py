@@ -22,6 +22,8 @@ _SHARED = {
     "profiles": ("core.profiles", None),
     "training": ("core.training", None),
     "verdict": ("core.checks", "verdict"),
+    "show": ("core.source", "show"),
+    "parallel": ("parallel", None),
     "launch": ("ranks.launch", "launch"),
     "live_children": ("ranks.launch", "live_children"),
     "LaunchError": ("core.errors", "LaunchError"),

@@ -6,13 +6,13 @@ the alpha-beta model of its *schedule* on the link's own alpha and beta (the sim
 charges messages, not algorithms, so a wrong schedule would miss it). The built-in is
 charged as a ring by the simulator: its rows are a prediction, never checked. Real
 (`--link real`): the ring against `dist.all_reduce` at one size on N ranks with a core
-each (default 2); target: within 1.1x at 16 MB. The two take turns within each repeat,
+each (default 2); target: within 1.5x at 16 MB. The two take turns within each repeat,
 and the ratio is the median over the repeats of ring / built-in: on a busy machine both
 runs of a pair see the same load. It is judged only when other programs left the ranks
 their cores. With no `--link`, both run, and their rows carry their clock: the simulated
 sweep to N = 8 and the real runs at N <= the cores, never joined into one curve.
 `--busbw`: nccl-tests' sweep (the profile's sizes, 4 KiB to 64 MiB) of the ring and the
-built-in on `--world-size` ranks over the link; on the real link the ring within 1.1x of
+built-in on `--world-size` ranks over the link; on the real link the ring within 1.5x of
 the built-in's time at the largest size.
 """
 
@@ -27,7 +27,7 @@ from .algorithms import ALGORITHMS
 NAME = "allreduce"
 HELP = "time the parameter server, tree, butterfly and ring against their targets"
 TOLERANCE = 0.25
-RING_TARGET = 1.1
+RING_TARGET = 1.5  # the plain ring: no buffer caches or receive-first tuning (design.md)
 
 
 def add_arguments(parser) -> None:

@@ -79,8 +79,8 @@ def bytes_per_rank(algorithm: str, world: int, numel: int, itemsize: int) -> lis
     sizes = [(b - a) * itemsize for a, b in chunk_bounds(numel, world)]
     return [
         (
-            2 * whole - sizes[(r + 1) % world] - sizes[(r + 2) % world],
-            2 * whole - sizes[r] - sizes[(r + 1) % world],
+            2 * whole - sizes[r] - sizes[(r + 1) % world],  # never sent: r, then r + 1
+            2 * whole - sizes[(r - 1) % world] - sizes[r],  # never received: r - 1, then r
         )
         for r in range(world)
     ]

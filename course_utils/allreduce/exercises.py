@@ -249,9 +249,9 @@ def _wrong_everywhere(kind: str, runs: list, expected: torch.Tensor, where: str)
 
 
 _CHUNKS = (
-    "Check the chunk indices: in reduce-scatter step s, rank r sends chunk (r - s) % N and "
-    "adds the chunk (r - s - 1) % N it receives; in all-gather step s it sends chunk "
-    "(r + 1 - s) % N and stores the chunk (r - s) % N it receives (a receive buffer of the "
+    "Check the chunk indices: in reduce-scatter step s, rank r sends chunk (r - s - 1) % N "
+    "and adds the chunk (r - s - 2) % N it receives; in all-gather step s it sends chunk "
+    "(r - s) % N and stores the chunk (r - s - 1) % N it receives (a receive buffer of the "
     "wrong size crashes a rank)"
 )
 _NEIGHBOURS = (

@@ -12,9 +12,11 @@ import torch.distributed as dist
 
 from ..core import progress
 from ..network import wire as links
+from ..network.recorder import recording
 from ..ranks.bootstrap import device
 from ..ranks.launch import launch
-from .algorithms import ALGORITHMS, Trace, implementation, known
+from .algorithms import ALGORITHMS, implementation, known, summed
+from .trace import Trace, round_label, traces
 
 BUILTIN = "builtin"
 LONG = 0.15  # seconds: over an emulated link, a run this long is timed only once
@@ -25,18 +27,18 @@ def traced_run(
 ) -> list[Trace]:
     """Run `algorithm` with rank r holding `values[r]`; every rank's trace, values kept."""
     known(algorithm)
-    return launch(
+    ranks = launch(
         _traced_on_rank, len(values), args=(algorithm, values), timeout=timeout, backend=backend
     )
+    logs, finals = zip(*ranks, strict=True)
+    return traces(list(logs), list(finals), round_label(algorithm, len(values), logs))
 
 
-def _traced_on_rank(algorithm: str, values: list) -> Trace:
+def _traced_on_rank(algorithm: str, values: list) -> tuple:
     t = torch.as_tensor(values[dist.get_rank()], device=device()).clone()
-    trace = Trace(keep_values=True)
-    trace.next_round("start")
-    trace.done(t.view(-1))
-    implementation(algorithm)(t, trace)
-    return trace
+    with recording(watch=t) as log:
+        summed(algorithm, t)
+    return log.messages, t.cpu()
 
 
 def compare_with_builtin(
@@ -47,7 +49,8 @@ def compare_with_builtin(
 
     One row per (algorithm, numel, dtype): whether every rank's result equals the built-in
     one (exactly for integers, to rounding for floats), whether all ranks agree bit for
-    bit, and the rounds and bytes each rank moved.
+    bit, and the rounds and bytes each rank moved, as counted at the torch.distributed
+    boundary.
     """
     names = tuple(known(a) for a in algorithms)
     rows = launch(
@@ -57,13 +60,16 @@ def compare_with_builtin(
     merged = []
     for i, row in enumerate(rows[0]):
         per_rank = [r[i] for r in rows]
+        logs = [r["messages"] for r in per_rank]
+        counted = traces(logs, [r["result"] for r in per_rank], str)
         merged.append(
             {
-                **{k: row[k] for k in ("algorithm", "world_size", "numel", "dtype", "rounds")},
+                **{k: row[k] for k in ("algorithm", "world_size", "numel", "dtype")},
+                "rounds": len(counted[0].rounds) - 1,
                 "equal": all(r["equal"] for r in per_rank),
                 "ranks_agree": all(torch.equal(r["result"], row["result"]) for r in per_rank),
                 "max_abs_error": max(r["max_abs_error"] for r in per_rank),
-                "bytes": [(r["bytes_sent"], r["bytes_received"]) for r in per_rank],
+                "bytes": [(t.bytes_sent, t.bytes_received) for t in counted],
             }
         )
     return merged
@@ -84,8 +90,8 @@ def _compare_on_rank(numels: tuple, dtypes: tuple, algorithms: tuple) -> list[di
             expected = x.clone()
             dist.all_reduce(expected)
             for name in algorithms:
-                trace = Trace()
-                got = implementation(name)(x.clone(), trace)
+                with recording() as log:
+                    got = summed(name, x.clone())
                 if dtype.is_floating_point:
                     tol = 1e-5 if dtype == torch.float32 else 1e-12
                     equal = torch.allclose(got, expected, rtol=tol, atol=tol * world)
@@ -98,11 +104,9 @@ def _compare_on_rank(numels: tuple, dtypes: tuple, algorithms: tuple) -> list[di
                         "world_size": world,
                         "numel": numel,
                         "dtype": dtype_name,
-                        "rounds": len(trace.rounds),
                         "equal": bool(equal),
                         "max_abs_error": float(error),
-                        "bytes_sent": trace.bytes_sent,
-                        "bytes_received": trace.bytes_received,
+                        "messages": log.messages,
                         "result": got.cpu(),
                     }
                 )
@@ -199,7 +203,7 @@ def time_allreduce(
 def _time_on_rank(
     nbytes: tuple, repeats: int, algorithms: tuple, link: links.Link, every_repeat: bool
 ) -> dict:
-    with links.active(link):
+    with links.active(link, virtual=True):  # a simulated time: CPU and wire, no scheduler
         table = _time_table(nbytes, repeats, algorithms, warm_every_size=not link.emulated)
     return table if every_repeat else {k: [min(ts) for ts in v] for k, v in table.items()}
 
@@ -239,8 +243,8 @@ def _time_size(n: int, repeats: int, warm: int, algorithms: tuple, warm_every_si
 
 def _time_once(name: str, x: torch.Tensor) -> float:
     """Over an emulated link the time is the rank's link clock: its CPU time plus the wires,
-    so a rank that the scheduler wakes late (8 ranks on 2 cores) adds nothing under the
-    clock's lag. On the real link, the wall clock."""
+    so a rank that the scheduler wakes late (8 ranks on 2 cores) adds nothing to it. On the
+    real link, the wall clock."""
     clock = links.timer()
     allreduce = links.all_reduce if name == BUILTIN else implementation(name)
     work = x.clone()

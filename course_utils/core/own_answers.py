@@ -3,7 +3,7 @@
 The course needs a working ring, gradient averaging or curve distance for its own
 experiments, so those functions ship in the package; but a learner who hands one of them
 to a checker (or calls it from inside their function) has not solved the exercise. Each
-such function is marked with `own_answer(name)`; a checker rejects a marked function
+such function is marked with `own_answer(name)` or `mark`; a checker rejects a marked function
 passed to it at once, and runs the learner's function inside `refusing()`, where calling
 a marked function raises `OwnAnswerUsed` with the line the checker then prints.
 """
@@ -11,17 +11,17 @@ a marked function raises `OwnAnswerUsed` with the line the checker then prints.
 from __future__ import annotations
 
 import contextlib
-import functools
+import sys
 
 from .checks import attempt
 from .errors import CourseError
 
 __all__ = [
-    "OwnAnswerUsed", "Refused", "Refusing", "attempt_refusing", "from_launch", "message",
+    "OwnAnswerUsed", "Refused", "Refusing", "attempt_refusing", "from_launch", "mark", "message",
     "own_answer", "own_answer_name", "refusing",
 ]  # fmt: skip
 
-_refusing = 0  # nesting depth; module state, so a forked rank inherits it
+_ANSWERS: dict = {}  # a function's code object: the exercise it answers
 
 
 class OwnAnswerUsed(CourseError):
@@ -33,41 +33,43 @@ def message(name: str) -> str:
     return f"this is the course's own {name}: write yours"
 
 
+def mark(fn, name: str):
+    """Mark `fn`, unchanged, as the course's answer to exercise `name`: refused inside
+    `refusing()`. By its code, so that the algorithms in `parallel/` carry no marker."""
+    _ANSWERS[fn.__code__] = name
+    return fn
+
+
 def own_answer(name: str):
-    """Mark a course function as the answer to an exercise: refused inside `refusing()`."""
-
-    def mark(fn):
-        @functools.wraps(fn)
-        def guarded(*args, **kwargs):
-            if _refusing:
-                raise OwnAnswerUsed(message(name))
-            return fn(*args, **kwargs)
-
-        guarded.own_answer = name
-        return guarded
-
-    return mark
+    """`mark` as a decorator."""
+    return lambda fn: mark(fn, name)
 
 
 def own_answer_name(fn) -> str | None:
     """The exercise `fn` is the course's own answer to, if it is one (else None)."""
     while fn is not None:
-        name = getattr(fn, "own_answer", None)
-        if isinstance(name, str):
+        name = _ANSWERS.get(getattr(fn, "__code__", None))
+        if name:
             return name
         fn = getattr(fn, "func", None)  # a functools.partial of one
     return None
 
 
+def _refuse(frame, event, arg):
+    if event == "call" and frame.f_code in _ANSWERS:
+        raise OwnAnswerUsed(message(_ANSWERS[frame.f_code]))
+
+
 @contextlib.contextmanager
 def refusing():
-    """While the learner's function runs: every function marked `own_answer` raises."""
-    global _refusing
-    _refusing += 1
+    """While the learner's function runs: a call of any marked function raises (watched by a
+    profile hook on this thread, which Python turns off once it has raised)."""
+    previous = sys.getprofile()
+    sys.setprofile(_refuse)
     try:
         yield
     finally:
-        _refusing -= 1
+        sys.setprofile(previous)
 
 
 class Refused(str):

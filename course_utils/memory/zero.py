@@ -3,7 +3,9 @@
 Every Linear layer of the model is one *unit*: its weight and bias live in one flat
 buffer, padded to a multiple of the N ranks and cut into N equal chunks; rank r owns
 chunk r. Adam (`torch.optim.Adam`) updates what a rank owns, so its moments are as large
-as that. The collectives are 05's ring phases (`ring`), so the bytes sent are counted.
+as that. The collectives are 05's ring and its two halves (`parallel.allreduce`); the bytes
+they send are counted where they cross torch.distributed (`memory.runs`). It runs on the
+CPU (gloo), where notebook 08 measures each rank's bytes with the CPU allocator: `# cpu`.
 
 - stage 0, DDP: every rank holds everything; the gradient is all-reduced.
 - stage 1: Adam's moments only for the own chunk; the gradient is reduce-scattered, the
@@ -17,12 +19,14 @@ as that. The collectives are 05's ring phases (`ring`), so the bytes sent are co
 from __future__ import annotations
 
 import torch
+import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
-from .ring import Trace, all_gather_, all_reduce_, own_chunk, reduce_scatter_
+from ..allreduce.algorithms import chunk_bounds
+from ..parallel.allreduce import ring_all_gather, ring_allreduce, ring_reduce_scatter
 
-__all__ = ["STAGES", "ZeroRank", "mlp", "padded_numel", "storage_bytes"]
+__all__ = ["STAGES", "ZeroRank", "mlp", "own_chunk", "padded_numel", "storage_bytes"]
 
 STAGES = (0, 1, 2, 3)
 
@@ -34,6 +38,12 @@ def mlp(widths: tuple[int, ...], seed: int = 0) -> nn.Sequential:
     for i, (a, b) in enumerate(zip(widths[:-1], widths[1:], strict=True)):
         layers += [nn.Linear(a, b)] + ([nn.ReLU()] if i < len(widths) - 2 else [])
     return nn.Sequential(*layers)
+
+
+def own_chunk(flat: torch.Tensor) -> torch.Tensor:
+    """This rank's chunk of a buffer whose length is a multiple of the world size (a view)."""
+    start, stop = chunk_bounds(flat.numel(), dist.get_world_size())[dist.get_rank()]
+    return flat[start:stop]
 
 
 def padded_numel(numel: int, world: int) -> int:
@@ -52,7 +62,7 @@ class _Unit:
         self.world = world
 
     def flatten(self, layer: nn.Linear) -> torch.Tensor:
-        flat = torch.zeros(self.padded)
+        flat = torch.zeros(self.padded)  # cpu
         flat[: self.w].copy_(layer.weight.detach().reshape(-1))
         flat[self.w : self.numel].copy_(layer.bias.detach())
         return flat
@@ -77,10 +87,10 @@ class _GatheredLinear(torch.autograd.Function):
         unit, zero = ctx.unit, ctx.zero
         weight, _ = unit.split(zero.gather(shard, unit))
         grad_x = grad_out.mm(weight)
-        grad = torch.zeros(unit.padded)
+        grad = torch.zeros(unit.padded)  # cpu
         grad[: unit.w].view(unit.weight_shape).copy_(grad_out.t().mm(x))
         grad[unit.w : unit.numel].copy_(grad_out.sum(0))
-        reduce_scatter_(grad, zero.trace)
+        ring_reduce_scatter(grad)
         return grad_x, own_chunk(grad).div(unit.world), None, None
 
 
@@ -91,7 +101,6 @@ class ZeroRank:
         if stage not in STAGES:
             raise ValueError(f"stage must be one of {STAGES}, got {stage!r}.")
         self.model, self.stage, self.world = model, stage, world
-        self.trace = Trace()
         self.layers = [m for m in model if isinstance(m, nn.Linear)]
         self.units = [_Unit(layer, world) for layer in self.layers]
         flats = [u.flatten(layer) for u, layer in zip(self.units, self.layers, strict=True)]
@@ -100,7 +109,7 @@ class ZeroRank:
             self.flats = []
             self.shards = [nn.Parameter(own_chunk(f).clone()) for f in flats]
             for layer in self.layers:  # the full weights are gone: only the chunks remain
-                layer.weight = layer.bias = nn.Parameter(torch.empty(0))
+                layer.weight = layer.bias = nn.Parameter(torch.empty(0))  # cpu
             owned = self.shards
         else:
             self.flats = flats
@@ -121,7 +130,7 @@ class ZeroRank:
     def _grads_as_views_of_flat_buffers(self) -> None:
         """Backward adds into persistent flat gradient buffers, as DDP's buckets do."""
         for unit, layer in zip(self.units, self.layers, strict=True):
-            grad = torch.zeros(unit.padded)
+            grad = torch.zeros(unit.padded)  # cpu
             layer.weight.grad, layer.bias.grad = unit.split(grad)
             self.grads.append(grad)
 
@@ -129,7 +138,7 @@ class ZeroRank:
         return self.grads if self.stage == 2 else [own_chunk(g) for g in self.grads]
 
     def _reduce_scatter_each_unit_when_its_gradient_is_done(self) -> None:
-        self.grads = [torch.zeros(u.padded // self.world) for u in self.units]
+        self.grads = [torch.zeros(u.padded // self.world) for u in self.units]  # cpu
         for i, layer in enumerate(self.layers):
             pending = set()
 
@@ -144,17 +153,17 @@ class ZeroRank:
 
     def _scatter_unit(self, i: int, layer: nn.Linear) -> None:
         unit = self.units[i]
-        grad = torch.zeros(unit.padded)
+        grad = torch.zeros(unit.padded)  # cpu
         grad[: unit.w].copy_(layer.weight.grad.reshape(-1))
         grad[unit.w : unit.numel].copy_(layer.bias.grad)
         layer.weight.grad = layer.bias.grad = None  # the full gradient is gone from here on
-        reduce_scatter_(grad, self.trace)
+        ring_reduce_scatter(grad)
         self.grads[i].copy_(own_chunk(grad).div_(self.world))
 
     def gather(self, shard: torch.Tensor, unit: _Unit) -> torch.Tensor:
-        flat = torch.empty(unit.padded)
+        flat = torch.empty(unit.padded)  # cpu
         own_chunk(flat).copy_(shard.detach())
-        return all_gather_(flat, self.trace)
+        return ring_all_gather(flat)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.stage < 3:
@@ -176,15 +185,15 @@ class ZeroRank:
         loss.backward()
         if self.stage == 0:
             for grad in self.grads:
-                all_reduce_(grad, self.trace).div_(self.world)
+                ring_allreduce(grad).div_(self.world)
         elif self.stage == 1:
             for grad in self.grads:
-                reduce_scatter_(grad, self.trace)
+                ring_reduce_scatter(grad)
                 own_chunk(grad).div_(self.world)
         self.optimizer.step()
         if self.stage in (1, 2):
             for flat in self.flats:
-                all_gather_(flat, self.trace)
+                ring_all_gather(flat)
         return float(loss.detach())
 
     def full_parameters(self) -> torch.Tensor:

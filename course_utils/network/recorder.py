@@ -26,18 +26,7 @@ import torch
 import torch.distributed as dist
 import torch.distributed.distributed_c10d as c10d
 
-__all__ = [
-    "COLLECTIVES",
-    "POINT_TO_POINT",
-    "Log",
-    "Message",
-    "intercepting",
-    "recording",
-    "simulated",
-    "torch_own",
-    "write",
-    "writing",
-]
+__all__ = ["COLLECTIVES", "POINT_TO_POINT", "Log", "Message", "recording", "torch_own"]
 
 POINT_TO_POINT = ("send", "recv", "isend", "irecv")
 # name: (its tensor arguments, the share of their bytes each rank sends on a ring of N)
@@ -63,15 +52,9 @@ COLLECTIVES = {
     "monitored_barrier": ((), lambda n: 0.0),
 }
 # These pickle objects into tensors and pass them through the functions above, which count them.
-THROUGH_OTHERS = (
-    "batch_isend_irecv",
-    "send_object_list",
-    "recv_object_list",
-    "all_gather_object",
-    "gather_object",
-    "scatter_object_list",
-    "broadcast_object_list",
-)
+THROUGH_OTHERS = ("batch_isend_irecv", "send_object_list", "recv_object_list")
+THROUGH_OTHERS += ("all_gather_object", "gather_object", "scatter_object_list")
+THROUGH_OTHERS += ("broadcast_object_list",)
 
 
 @dataclass
@@ -101,6 +84,14 @@ class Log:
             m.nbytes
             for m in self.messages
             if m.op not in ("recv", "irecv", "arrived") and (rank is None or m.rank == rank)
+        )
+
+    def bytes_received(self, rank: int | None = None) -> int:
+        """Bytes of the point-to-point messages received (by `rank`, or all)."""
+        return sum(
+            m.nbytes
+            for m in self.messages
+            if m.op in ("recv", "irecv") and (rank is None or m.rank == rank)
         )
 
     def collectives(self) -> list[Message]:

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 import torch.distributed as dist
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
-from ..allreduce.algorithms import parameter_server_allreduce
 from ..core.models import build
 from ..core.training import train
+from ..parallel.allreduce import parameter_server_allreduce
 from ..ranks.launch import launch
 from .server import worker_batches
 

@@ -19,10 +19,11 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.utils import vector_to_parameters
 
-from ..allreduce import algorithms as collectives
 from ..core.errors import LaunchError
 from ..core.models import build
 from ..core.training import torch_threads
+from ..network.recorder import recording
+from ..parallel.allreduce import ring_allreduce
 from ..ranks.launch import RankFailure, launch
 from .server import ServerConfig, WorkerLost, gradient, initial_params, node, worker_batches
 
@@ -186,18 +187,15 @@ def _allreduce_node(cfg: ServerConfig, train, input_shape, num_classes) -> dict:
     params = initial_params(cfg, input_shape, num_classes)
     model = build(cfg.model, input_shape, num_classes, hidden=cfg.hidden, seed=cfg.seed)
     batches = worker_batches(train, cfg.batch_size, worker - 1, world, cfg.seed)
-    trace = collectives.Trace()
     dist.barrier()
-    start = time.perf_counter()
-    for _ in range(cfg.updates):
-        grad, _ = gradient(model, params, *next(batches))
-        collectives.ring_allreduce(grad, trace)
-        params.add_(grad / world, alpha=-cfg.lr)
-    return {
-        "params": params,
-        "seconds": time.perf_counter() - start,
-        "bytes": trace.bytes_sent + trace.bytes_received,
-    }
+    with recording() as log:  # every message counted where it crosses torch.distributed
+        start = time.perf_counter()
+        for _ in range(cfg.updates):
+            grad, _ = gradient(model, params, *next(batches))
+            ring_allreduce(grad)
+            params.add_(grad / world, alpha=-cfg.lr)
+        seconds = time.perf_counter() - start
+    return {"params": params, "seconds": seconds, "bytes": log.bytes_sent() + log.bytes_received()}
 
 
 def allreduce_training(cfg: ServerConfig, data) -> list[dict]:

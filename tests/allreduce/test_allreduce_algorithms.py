@@ -8,7 +8,7 @@ import torch.distributed as dist
 from recorded_bars import last_states, record_rank_bars
 
 from course_utils.allreduce import cost_model
-from course_utils.allreduce.algorithms import ALGORITHMS, Trace, chunk_bounds, ring_allreduce
+from course_utils.allreduce.algorithms import ALGORITHMS, chunk_bounds, summed
 from course_utils.allreduce.runs import compare_with_builtin, pingpong, time_allreduce, traced_run
 from course_utils.core.errors import LaunchError
 from course_utils.ranks.launch import launch
@@ -62,11 +62,11 @@ def test_halving_doubling_worked_example_and_its_refusal_of_other_n():
 def _non_contiguous_and_2d() -> list:
     rank = dist.get_rank()
     out = []
-    for name, allreduce in ALGORITHMS.items():
+    for name in ALGORITHMS:
         grid = torch.arange(12, dtype=torch.int64).reshape(3, 4) * (rank + 1)
         transposed = grid.clone().t()  # not contiguous: the sum must land in it all the same
-        returned = allreduce(transposed)
-        out.append((name, returned is transposed, transposed.clone(), allreduce(grid)))
+        returned = summed(name, transposed)
+        out.append((name, returned is transposed, transposed.clone(), summed(name, grid)))
     return out
 
 
@@ -94,28 +94,25 @@ def test_butterfly_and_ring_worked_examples():
     assert [int(t.rounds[2].value) for t in butterfly] == [10] * 4
     ring = traced_run("ring", [[r + 1] * 4 for r in range(4)])
     scattered = [t.rounds[3].value.tolist() for t in ring]
-    assert all(row[(r + 1) % 4] == 10 for r, row in enumerate(scattered))
+    assert all(row[r] == 10 for r, row in enumerate(scattered))
     assert [t.rounds[-1].value.tolist() for t in ring] == [[10] * 4] * 4
 
 
 def test_butterfly_folds_in_ranks_beyond_a_power_of_two():
+    """Ranks 4 and 5 hand theirs to 0 and 1 in round 1, while 2 and 3, with nothing to wait
+    for, already swap theirs."""
     traces = traced_run("butterfly", [[r + 1] for r in range(6)])
-    assert [int(t.rounds[1].value) for t in traces] == [6, 8, 3, 4, 5, 6]
+    assert [int(t.rounds[1].value) for t in traces] == [6, 8, 7, 7, 5, 6]
     assert [int(t.rounds[-1].value) for t in traces] == [21] * 6
 
 
-def test_trace_counts_bytes_and_messages():
-    traces = launch(_ring_with_trace, 4, backend="gloo")
-    for trace in traces:
+def test_the_ring_is_counted_at_the_boundary_round_by_round():
+    traces = traced_run("ring", [[1.0] * 8 for _ in range(4)])
+    for rank, trace in enumerate(traces):
         assert trace.bytes_sent == trace.bytes_received == 2 * 3 * 2 * 4  # 6 steps, 2 floats
         assert trace.messages_sent == 6
-        assert all(r.value is None for r in trace.rounds)  # values only when asked
-
-
-def _ring_with_trace():
-    trace = Trace()
-    ring_allreduce(torch.ones(8), trace)
-    return trace
+        assert [len(r.sends) for r in trace.rounds] == [0] + [1] * 6  # one chunk a round
+        assert {peer for r in trace.rounds for peer, *_ in r.sends} == {(rank + 1) % 4}
 
 
 def test_chunk_bounds_cover_everything_once():
@@ -128,7 +125,7 @@ def test_chunk_bounds_cover_everything_once():
 
 
 def _not_a_tensor():
-    ring_allreduce([1, 2, 3])
+    summed("ring", [1, 2, 3])
 
 
 def test_a_list_is_refused_with_a_clear_message():

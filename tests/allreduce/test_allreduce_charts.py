@@ -6,18 +6,16 @@ import torch
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from course_utils.allreduce import charts, link_charts
-from course_utils.allreduce.algorithms import Trace
+from course_utils.allreduce.trace import RoundLog, Trace
 
 
 def _traces(start: list, end: list) -> list:
-    traces = []
-    for a, b in zip(start, end, strict=True):
-        trace = Trace(keep_values=True)
-        for label, values in (("start", a), ("round 1: exchange", b)):
-            trace.next_round(label)
-            trace.done(torch.tensor(values))
-        traces.append(trace)
-    return traces
+    return [
+        Trace(
+            [RoundLog(label, value=torch.tensor(v)) for label, v in (("start", a), ("exchange", b))]
+        )
+        for a, b in zip(start, end, strict=True)
+    ]
 
 
 def test_rounds_title_says_whether_every_rank_holds_the_sum():

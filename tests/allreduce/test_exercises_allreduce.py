@@ -281,3 +281,14 @@ def test_a_ring_that_calls_the_course_ring_is_refused_on_the_ranks(capsys):
 
     assert not check_ring(lambda t: ALGORITHMS["ring"](t), timeout=TIMEOUT)
     assert _line(capsys) == "✗ this is the course's own ring: write yours"
+
+
+def test_the_course_ring_is_refused_however_the_learner_reached_it(capsys):
+    """The marker is the function's code, so the plain algorithm in parallel/ carries none:
+    imported from there, or called inside the learner's own function, it is still refused."""
+    from course_utils.parallel.allreduce import ring_allreduce
+
+    assert not check_ring(ring_allreduce, timeout=TIMEOUT)
+    assert _line(capsys) == "✗ this is the course's own ring: write yours"
+    assert not check_ring(lambda t: ring_allreduce(t) * 1, timeout=TIMEOUT)
+    assert _line(capsys) == "✗ this is the course's own ring: write yours"

@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 import importlib
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,7 +15,7 @@ import pytest
 import course_utils
 
 PACKAGE = Path(course_utils.__file__).parent
-SHARED = ("core", "ranks", "network")
+SHARED = ("core", "ranks", "network", "parallel")
 CHAPTERS = (
     "sgd", "sharp_minima", "lr_scaling", "ddp", "allreduce", "model_parallel", "param_server",
     "memory",
@@ -98,6 +100,33 @@ def test_a_chapter_imports_only_shared_folders_and_earlier_chapters():
                 pytest.fail(f"{name} (core) imports {theirs}: {target}; core starts no process")
             if mine == "ranks" and theirs == "network":
                 pytest.fail(f"{name} (ranks) imports the simulator: {target}; ranks comes first")
+
+
+PARALLEL = PACKAGE / "parallel"
+
+
+def test_parallel_is_plain_torch_distributed_code_read_in_one_sitting():
+    """The algorithms import torch and each other only, carry no timer, clock, trace, verdict
+    or chart, and each file reads in one sitting."""
+    for path in sorted(PARALLEL.glob("*.py")):
+        source = path.read_text()
+        assert len(source.splitlines()) <= 250, path.name
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.ImportFrom) and node.module != "__future__":
+                assert node.level == 1 or (node.module or "").split(".")[0] == "torch", (
+                    f"{path.name} imports {node.module}"
+                )
+            if isinstance(node, ast.Import):
+                assert all(a.name.split(".")[0] == "torch" for a in node.names), path.name
+        words = r"\b(perf_counter|monotonic|time\.time|verdict|plt|trace|wire|progress)\b"
+        assert not re.search(words, source), f"{path.name}: {re.search(words, source)[0]}"
+
+
+def test_importing_parallel_imports_no_chapter():
+    code = "import sys, course_utils.parallel; print(sorted(sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = {m.split(".")[1] for m in out.stdout.split("'") if m.startswith("course_utils.")}
+    assert loaded <= {"parallel", "core"}, loaded  # core: the package's lazy facade
 
 
 # Starting, forking or reaping processes, and installing signal handlers, belong to ranks/

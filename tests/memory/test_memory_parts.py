@@ -21,8 +21,9 @@ from course_utils.memory import (
     runs,
 )
 from course_utils.memory.anatomy import SavedBytes, rank_anatomy
-from course_utils.memory.ring import Trace, all_gather_, own_chunk, reduce_scatter_
-from course_utils.memory.zero import mlp
+from course_utils.memory.zero import mlp, own_chunk
+from course_utils.network.recorder import recording
+from course_utils.parallel.allreduce import ring_all_gather, ring_reduce_scatter
 from course_utils.ranks.launch import launch
 
 ODD = (40, 7, 10)
@@ -51,12 +52,12 @@ def _ring_vs_torch() -> tuple:
     flat = torch.arange(12, dtype=torch.float32) * (rank + 1)
     expected = torch.empty(12 // world)
     dist.reduce_scatter_tensor(expected, flat.clone())
-    trace = Trace()
-    mine = own_chunk(reduce_scatter_(flat.clone(), trace)).clone()
-    sent_rs = trace.bytes_sent
+    with recording() as log:
+        mine = own_chunk(ring_reduce_scatter(flat.clone())).clone()
+    sent_rs = log.bytes_sent()
     gathered = torch.zeros(12)
     own_chunk(gathered).copy_(mine)
-    all_gather_(gathered, trace)
+    ring_all_gather(gathered)
     reference = torch.empty(12)
     dist.all_gather_into_tensor(reference, mine)
     return torch.equal(mine, expected), torch.equal(gathered, reference), sent_rs

@@ -10,9 +10,9 @@ import torch
 import torch.distributed as dist
 import torch.distributed.distributed_c10d as c10d
 
-from course_utils.allreduce.algorithms import ring_allreduce
 from course_utils.allreduce.exercises import check_ring
 from course_utils.network import recorder, wire
+from course_utils.parallel.allreduce import ring_allreduce
 from course_utils.ranks.launch import launch
 
 SLOW = "8mbit,20ms"  # every message pays 20 ms: the wire, not the two cores, sets the time

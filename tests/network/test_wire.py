@@ -9,10 +9,10 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from course_utils.allreduce.algorithms import ring_allreduce
 from course_utils.network import wire as link
 from course_utils.network.clock import Clock, latest_moment
 from course_utils.network.hook import allreduce_hook
+from course_utils.parallel.allreduce import ring_allreduce
 from course_utils.ranks.launch import launch
 
 SLOW = "8mbit,20ms"  # 1 MB/s: 10 KB take 10 ms on the wire, on top of 20 ms latency

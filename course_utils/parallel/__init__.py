@@ -1,0 +1,15 @@
+"""The algorithms the course teaches, each written once as plain `torch.distributed` code.
+
+One file per idea, read top to bottom in one sitting, in the spirit of picotron and
+PyTorch's `dist_tuto`: no tracing, clocks, timers, verdicts or charts inside. The chapters
+run, time, check and draw them from outside: messages are counted, and charged on the
+simulated network, where they cross `torch.distributed` (`network.recorder`). This package
+imports torch and itself only, so a spawned rank that needs an algorithm starts quickly.
+
+- `allreduce`: parameter server, tree, butterfly, ring (and its reduce-scatter and
+  all-gather halves), halving-doubling (notebook 05; the ring also serves ZeRO in 08).
+"""
+
+from . import allreduce
+
+__all__ = ["allreduce"]
