@@ -31,6 +31,7 @@ __all__ = [
     "model_ratios",
     "simulator_matches_real",
     "ring_bytes_growth",
+    "ring_keeps_up",
     "ring_time_within_bytes_growth",
     "size_exponent",
 ]
@@ -126,6 +127,25 @@ def bandwidth_bound(
         size_exponent(nbytes, seconds, len(nbytes) // 2, -1) > above,
         f"real clock: large messages cost more the larger they are (the time grows faster "
         f"than size^{above:g}): bandwidth-bound",
+        machine,
+    )
+
+
+RING_BYTES = 16 << 20  # bench allreduce's message
+RING_TARGET = 1.5  # the plain ring against gloo's own (design.md): it allocates a fresh
+# receive buffer every call, where gloo reuses its own; larger messages pay more for that
+
+
+@timing_claim("real", "threshold", "test_the_ring_keeps_up_unless_it_is_much_slower")
+def ring_keeps_up(
+    nbytes: list, ring: list, builtin: list, machine: MachineShare | None = None
+) -> Verdict:
+    """At 16 MiB our plain ring takes at most RING_TARGET times what `dist.all_reduce` does."""
+    k = nbytes.index(RING_BYTES)
+    return verdict(
+        ring[k] <= RING_TARGET * builtin[k],
+        f"real clock: at 16 MiB our plain ring takes at most {RING_TARGET:g}x the time of the "
+        "built-in dist.all_reduce",
         machine,
     )
 

@@ -43,6 +43,7 @@ class Clock:
         """Start afresh from the real time, or from the moment `at` on it (one that every
         rank agreed on): after a barrier, say, before timing something."""
         self.now = self.out = self.into = time.perf_counter() if at is None else at
+        self.incoming = []  # (start, end) of the messages on the incoming wire
         self.sending_since = self.now  # the start of the last message on the outgoing wire
         self._cpu = {threading.get_ident(): time.thread_time()}  # counted from here on
 
@@ -63,13 +64,21 @@ class Clock:
 
     def received(self, seconds: float, arrives: float) -> float:
         """A message whose last byte arrives at `arrives`: later if the incoming wire was
-        still busy with an earlier one (messages that arrive together queue), and later
-        still for the part that came in while this rank was sending, on a link whose two
-        directions share the rank's bandwidth."""
-        start = max(self.into, arrives - seconds)
+        busy with another one then (messages that arrive together queue), and later still
+        for the part that came in while this rank was sending, on a link whose two
+        directions share the rank's bandwidth. A rank may wait for its messages in another
+        order than they came (a tree's parent waits for its children in turn): one that came
+        first takes the wire's first free gap, not the end of the queue."""
+        start = arrives - seconds
+        for begin, end in sorted(self.incoming):
+            if start + seconds <= begin:
+                break
+            start = max(start, end)
         both_ways = max(0.0, min(start + seconds, self.out) - max(start, self.sending_since))
-        self.into = start + seconds + both_ways * (self.both_ways_slowdown - 1.0)
-        return self.into
+        done = start + seconds + both_ways * (self.both_ways_slowdown - 1.0)
+        self.incoming = [*self.incoming[-63:], (start, done)]  # older ones cannot matter
+        self.into = max(self.into, done)
+        return done
 
     @contextlib.contextmanager
     def not_counted(self):

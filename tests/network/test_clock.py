@@ -144,3 +144,19 @@ def test_a_rank_that_waited_for_a_hook_s_result_is_at_its_deadline(monkeypatch):
         monkeypatch.setattr(hook, "_last_deadline", [start + 9.0])
         hook.waited_for_every_bucket()
         assert wire.now() >= start + 9.0
+
+
+def test_a_message_waited_for_after_a_later_one_still_came_first(fake_time):
+    """A tree's parent waits for its children in turn: the child whose message arrived first
+    but is waited for second took the wire before the other, not after it (waited for in
+    arrival order or not, the parent is done when the later message is in)."""
+    parent, early, late = Clock(), Clock(), Clock()
+    first = early.send(WIRE)
+    fake_time.sleep(3 * WIRE)
+    late.now = late.out = 1024 + 3 * WIRE
+    second = late.send(WIRE)
+    assert parent.received(WIRE, second) == pytest.approx(second, abs=1e-12)
+    assert parent.received(WIRE, first) == pytest.approx(first, abs=1e-12)
+    together = Clock()  # two that overlap on the wire still queue, whichever is waited first
+    assert together.received(WIRE, second) == pytest.approx(second, abs=1e-12)
+    assert together.received(WIRE, second - WIRE / 2) == pytest.approx(second + WIRE, abs=1e-12)
