@@ -94,6 +94,9 @@ def render(notebook_dir: Path, readme_dir: Path) -> str:
 
 
 def _seconds(value) -> str:
+    """A run's seconds; a note (a partial run on borrowed hardware, dated) as it was written."""
+    if isinstance(value, str):
+        return value
     return "not run yet" if value is None else f"{value} s"
 
 

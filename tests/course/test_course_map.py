@@ -51,3 +51,16 @@ def test_readme_without_markers_is_refused(tmp_path):
     (tmp_path / "README.md").write_text("no markers\n")
     with pytest.raises(ValueError, match="course-map markers"):
         course_map.update_readme(tmp_path / "README.md", tmp_path)
+
+
+def test_a_dated_note_of_a_partial_run_stands_in_the_column_as_written(tmp_path):
+    notebooks = tmp_path / "notebooks"
+    notebooks.mkdir()
+    _notebook(notebooks / "00_a.ipynb", "00 · First", "what the first shows", tagged=False)
+    note = "1 H100, 2026-11-27: stopped at 75 s in cell 8"
+    (notebooks / "timings.json").write_text(json.dumps({"gpu": {"00_a.ipynb": note}}))
+    course_map.record_timings(notebooks, "cpu", {"00_a.ipynb": 12.4})  # keeps the note
+    readme = tmp_path / "README.md"
+    readme.write_text(f"{course_map.START}\n{course_map.END}\n")
+    course_map.update_readme(readme, notebooks)
+    assert f"| 12 s | {note} |" in readme.read_text()
