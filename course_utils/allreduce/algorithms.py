@@ -9,17 +9,23 @@ from __future__ import annotations
 import torch
 
 from ..core.own_answers import mark
-from ..parallel import allreduce as plain
+from ..parallel.allreduce import (
+    butterfly_allreduce,
+    halving_doubling_allreduce,
+    parameter_server_allreduce,
+    ring_allreduce,
+    tree_allreduce,
+)
 
 __all__ = ["ALGORITHMS", "POWER_OF_TWO", "chunk_bounds", "implementation", "known", "summed"]
 
 ALGORITHMS = {  # any number of ranks: every sweep of notebook 05 runs these
-    "parameter_server": plain.parameter_server_allreduce,
-    "tree": mark(plain.tree_allreduce, "tree"),
-    "butterfly": plain.butterfly_allreduce,
-    "ring": mark(plain.ring_allreduce, "ring"),
+    "parameter_server": parameter_server_allreduce,
+    "tree": mark(tree_allreduce, "tree"),
+    "butterfly": butterfly_allreduce,
+    "ring": mark(ring_allreduce, "ring"),
 }
-POWER_OF_TWO = {"halving_doubling": plain.halving_doubling_allreduce}  # 2, 4, 8, ... ranks
+POWER_OF_TWO = {"halving_doubling": halving_doubling_allreduce}  # 2, 4, 8, ... ranks
 
 
 def chunk_bounds(numel: int, parts: int) -> list[tuple[int, int]]:

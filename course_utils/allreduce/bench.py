@@ -21,7 +21,7 @@ from __future__ import annotations
 import statistics
 
 from ..core.profiles import simulated_link
-from ..network import wire as links
+from ..network import wire
 from .algorithms import ALGORITHMS
 from .verdicts import RING_TARGET
 
@@ -31,7 +31,7 @@ TOLERANCE = 0.25
 
 
 def add_arguments(parser) -> None:
-    links.add_argument(
+    wire.add_argument(
         parser, default="both: the simulated sweep and the real runs with a core per rank"
     )
     parser.add_argument("--world-size", type=int, default=2, help="real link: ranks (a core each)")
@@ -47,11 +47,11 @@ def add_arguments(parser) -> None:
 
 def run(args) -> dict:
     if args.busbw:
-        return _bus_bandwidth(links.resolve(args.link, args.world_size), args)
+        return _bus_bandwidth(wire.resolve(args.link, args.world_size), args)
     if args.link is not None:
-        link = links.resolve(args.link, max(_worlds(args)))
+        link = wire.resolve(args.link, max(_worlds(args)))
         return _against_schedule(link, args) if link.emulated else _against_builtin(args)
-    simulated = _against_schedule(links.parse(simulated_link()), args)
+    simulated = _against_schedule(wire.parse(simulated_link()), args)
     real = _against_builtin(args)
     met = [simulated["met"], real["met"]]
     return {

@@ -11,7 +11,7 @@ import torch
 import torch.distributed as dist
 
 from ..core import progress
-from ..network import wire as links
+from ..network import wire
 from ..network.recorder import recording
 from ..ranks.bootstrap import device
 from ..ranks.launch import launch
@@ -118,19 +118,19 @@ def pingpong(
     repeats: int = 10,
     timeout: float = 60.0,
     backend: str = "gloo",
-    link: links.Link | str | None = "real",
+    link: wire.Link | str | None = "real",
 ) -> list[float]:
     """One-way time of a message of each size between two ranks: the fastest round trip / 2.
 
     The fastest, not the median: it is what the link itself needs, while the slower runs
     measure how busy the machine's other programs kept the cores.
     """
-    args = (tuple(nbytes), repeats, links.resolve(link, 2, backend))
+    args = (tuple(nbytes), repeats, wire.resolve(link, 2, backend))
     return launch(_pingpong_on_rank, 2, args=args, timeout=timeout, backend=backend)[0]
 
 
-def _pingpong_on_rank(nbytes: tuple, repeats: int, link: links.Link) -> list[float]:
-    with links.active(link):
+def _pingpong_on_rank(nbytes: tuple, repeats: int, link: wire.Link) -> list[float]:
+    with wire.active(link):
         return _pingpong_times(nbytes, repeats)
 
 
@@ -139,14 +139,14 @@ def _pingpong_times(nbytes: tuple, repeats: int) -> list[float]:
     after a barrier also wakes a sleeping peer); over a simulated one, one (its clock
     already charges each message exactly). Timed from when this rank leaves the barrier."""
     rank = dist.get_rank()
-    clock = links.timer()
-    round_trips = 1 if links.current().emulated else 8
+    clock = wire.timer()
+    round_trips = 1 if wire.current().emulated else 8
     buffers = [torch.zeros(max(1, n // 4), dtype=torch.float32, device=device()) for n in nbytes]
     times = [[] for _ in nbytes]
     for i in range(repeats + 1):  # every size in turn; the first pass warms them all up
         for k, buf in enumerate(buffers):
             dist.barrier()
-            links.restart()
+            wire.restart()
             start = clock()
             for _ in range(round_trips):
                 if rank == 0:
@@ -169,7 +169,7 @@ def time_allreduce(
     algorithms: tuple = (*ALGORITHMS, BUILTIN),
     timeout: float = 300.0,
     backend: str = "gloo",
-    link: links.Link | str | None = None,
+    link: wire.Link | str | None = None,
     every_repeat: bool = False,
 ) -> dict:
     """{algorithm: [seconds per size]} for float32 tensors of each size in bytes.
@@ -192,7 +192,7 @@ def time_allreduce(
             tuple(nbytes),
             repeats,
             tuple(algorithms),
-            links.resolve(link, world_size, backend),
+            wire.resolve(link, world_size, backend),
             every_repeat,
         ),
         timeout=timeout,
@@ -201,9 +201,9 @@ def time_allreduce(
 
 
 def _time_on_rank(
-    nbytes: tuple, repeats: int, algorithms: tuple, link: links.Link, every_repeat: bool
+    nbytes: tuple, repeats: int, algorithms: tuple, link: wire.Link, every_repeat: bool
 ) -> dict:
-    with links.active(link, virtual=True):  # a simulated time: CPU and wire, no scheduler
+    with wire.active(link, virtual=True):  # a simulated time: CPU and wire, no scheduler
         table = _time_table(nbytes, repeats, algorithms, warm_every_size=not link.emulated)
     return table if every_repeat else {k: [min(ts) for ts in v] for k, v in table.items()}
 
@@ -245,11 +245,11 @@ def _time_once(name: str, x: torch.Tensor) -> float:
     """Over an emulated link the time is the rank's link clock: its CPU time plus the wires,
     so a rank that the scheduler wakes late (8 ranks on 2 cores) adds nothing to it. On the
     real link, the wall clock."""
-    clock = links.timer()
-    allreduce = links.all_reduce if name == BUILTIN else implementation(name)
+    clock = wire.timer()
+    allreduce = wire.all_reduce if name == BUILTIN else implementation(name)
     work = x.clone()
     dist.barrier()
-    links.restart()  # every rank's clock from one moment; the time starts as it leaves
+    wire.restart()  # every rank's clock from one moment; the time starts as it leaves
     start = clock()
     allreduce(work)
     if work.is_cuda:

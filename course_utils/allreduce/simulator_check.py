@@ -18,8 +18,7 @@ import torch
 
 from ..core import progress
 from ..core.backends import GLOO
-from ..network import fit
-from ..network import wire as links
+from ..network import fit, wire
 from ..ranks.bootstrap import device
 from ..ranks.launch import launch
 from .runs import _time_once
@@ -60,8 +59,8 @@ def _check_on_rank(nbytes: tuple, repeats: int) -> dict:
             x = torch.ones(max(1, n // 4), dtype=torch.float32, device=device())
             for i in range(repeats + 1):  # the first warms buffers and connections up
                 for name in ALGORITHMS:
-                    for clock, over in (("real", links.REAL), ("simulated", link)):
-                        with links.active(over):
+                    for clock, over in (("real", wire.REAL), ("simulated", link)):
+                        with wire.active(over):
                             seconds = _time_once(name, x)
                         if i:
                             times[clock][name][k].append(seconds)

@@ -7,7 +7,7 @@ than one process, as in the report (443 s vs 73 s).
 
 from __future__ import annotations
 
-from ..network import wire as links
+from ..network import wire
 
 NAME = "ddp-overhead"
 HELP = "seconds per 1000 samples of one process, naive DDP and each fix, same effective batch"
@@ -15,7 +15,7 @@ REPORT = {"naive DDP": 443, "one process": 73}  # seconds, the report's runs
 
 
 def add_arguments(parser) -> None:
-    links.add_argument(parser)
+    wire.add_argument(parser)
     parser.add_argument("--world-size", type=int, default=2)
     parser.add_argument("--per-rank-batch", type=int, default=16)
     parser.add_argument("--samples-per-rank", type=int, default=512)
@@ -26,7 +26,7 @@ def add_arguments(parser) -> None:
 def run(args) -> dict:
     from .cost import measure, measure_single, standard_variants
 
-    link = links.resolve(args.link, args.world_size)
+    link = wire.resolve(args.link, args.world_size)
     n, b = args.world_size, args.per_rank_batch
     single = measure_single(n * b, n * args.samples_per_rank, repeats=args.repeats)
     variants = standard_variants(b, args.accumulate)

@@ -12,7 +12,7 @@ for noise). It is wall time: when other programs took the ranks' cores, `met` is
 
 from __future__ import annotations
 
-from ..network import wire as links
+from ..network import wire
 
 NAME = "ddp-overlap"
 HELP = "seconds of backward, communication and DDP's overlapped step, and what overlap saved"
@@ -20,7 +20,7 @@ SHARE = 0.5
 
 
 def add_arguments(parser) -> None:
-    links.add_argument(parser, default="the profile's overlap_link; cpu: 1gbit,1ms")
+    wire.add_argument(parser, default="the profile's overlap_link; cpu: 1gbit,1ms")
     parser.add_argument("--world-size", type=int, default=2)
     parser.add_argument("--layers", type=int, default=6)
     parser.add_argument("--width", type=int, default=512)
@@ -34,7 +34,7 @@ def run(args) -> dict:
     from .overlap import overlap_saving
     from .verdicts import overlap_physically_possible, overlap_saves
 
-    link = links.resolve(args.link or profiles.current().ddp.overlap_link)
+    link = wire.resolve(args.link or profiles.current().ddp.overlap_link)
     result = overlap_saving(
         args.world_size, args.layers, args.width, args.batch, args.bucket_cap_mb,
         args.steps, link, profiles.current().backend,

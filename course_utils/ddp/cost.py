@@ -23,7 +23,7 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from ..core import progress
 from ..core.history import History
 from ..core.training import tensor_loader, train
-from ..network import wire as links
+from ..network import wire
 from ..network.wire import REAL
 from ..ranks.bootstrap import device, synchronize
 from ..ranks.launch import launch
@@ -107,11 +107,11 @@ def time_replica(setup: Setup, variant: Variant, samples: int, link=REAL) -> Ste
     if not variant.no_sync:  # the training loop calls model.no_sync(): make it do nothing
         model.no_sync = contextlib.nullcontext
     state = powersgd_state() if variant.hook == "powersgd" else None
-    on = OnLink(variant.hook, links.parse(link), state)
+    on = OnLink(variant.hook, wire.parse(link), state)
     recorder = Recorder(lambda _, bucket: on_link_hook(on, bucket))
     model.register_comm_hook(recorder, recording_hook)
     loader = rank_loader(d.train, variant.per_rank_batch, setup.seed)
-    with links.active(on.link):
+    with wire.active(on.link):
         history = _timed_training(
             model, loader, variant, samples, after_backward=recorder.close_update
         )
@@ -146,7 +146,7 @@ def measure(
     cores, sets the communication time). The backend puts the ranks on its devices."""
     setup = setup or Setup()
     load_data(setup)
-    on = links.resolve(link, world_size, backend)
+    on = wire.resolve(link, world_size, backend)
     results = []
     with progress.bar(len(variants) * repeats, f"DDP on {world_size} ranks", "run") as bar:
         for variant in variants:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from ..core import data as course_data
 from ..core.training import History, tensor_loader, train
 from ..lr_scaling.experiments import scaled_lr
-from ..network import wire as links
+from ..network import wire
 from ..ranks.bootstrap import device
 from ..ranks.launch import launch
 from .cost import Variant, measure, measure_single
@@ -159,7 +159,7 @@ def split_global_batch(
     process at its per-rank batch: on a cluster each rank has its own cores, while here 8
     ranks would take turns on 2.
     """
-    link = links.resolve(link, max(world_sizes), backend)
+    link = wire.resolve(link, max(world_sizes), backend)
     rows = []
     for n in world_sizes:
         b = global_batch // n

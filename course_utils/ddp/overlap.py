@@ -19,7 +19,7 @@ import torch.distributed as dist
 from torch import nn
 
 from ..core.machine import ATTEMPTS, on_a_quiet_machine
-from ..network import wire as links
+from ..network import wire
 from ..ranks.bootstrap import device, synchronize
 from ..ranks.launch import launch
 from .equivalence import wrap
@@ -47,7 +47,7 @@ def overlap_saving(
     step (the slowest rank's fastest step each), and what overlap saved. These are wall
     times, so `machine` says what other programs took of the ranks' cores meanwhile (the
     launch is repeated while they took them, see `core.machine`)."""
-    args = (layers, width, batch, bucket_cap_mb, steps, links.resolve(link, world_size, backend))
+    args = (layers, width, batch, bucket_cap_mb, steps, wire.resolve(link, world_size, backend))
     result, machine = on_a_quiet_machine(
         lambda: launch(_saving_on_rank, world_size, args=args, backend=backend)[0],
         world_size,
@@ -59,7 +59,7 @@ def overlap_saving(
 def _once(step) -> float:
     """One run of `step`, the slowest rank's seconds."""
     dist.barrier()
-    start = links.restart()
+    start = wire.restart()
     step()
     synchronize()
     elapsed = torch.tensor([time.perf_counter() - start], dtype=torch.float64, device=device())
@@ -104,9 +104,9 @@ def _saving_on_rank(layers, width, batch, bucket_cap_mb, steps, link) -> dict:
 
     def communication_alone():
         for numel in buckets.values():
-            links.all_reduce(torch.zeros(numel, device=where))
+            wire.all_reduce(torch.zeros(numel, device=where))
 
-    with links.active(link):
+    with wire.active(link):
         backward()  # DDP learns its buckets in the first step; the others reuse them
         seconds = _timed(
             {

@@ -23,7 +23,7 @@ from torch import nn
 
 from ..core.checks import Verdict, verdict
 from ..core.timing_claims import timing_claim
-from ..network import wire as links
+from ..network import wire
 from ..ranks.bootstrap import device, synchronize
 from ..ranks.launch import launch
 from .overlap import stacked_mlp
@@ -59,7 +59,7 @@ def fit_compute(batches: list[int], seconds: list[float]) -> tuple[float, float]
 def predicted_step(compute: tuple[float, float], batch: int, world: int, link, nbytes: int):
     """(compute, communication) seconds of one step of `world` ranks x `batch` over `link`."""
     fixed, per_sample = compute
-    return fixed + per_sample * batch, links.ring_allreduce_seconds(link, nbytes, world)
+    return fixed + per_sample * batch, wire.ring_allreduce_seconds(link, nbytes, world)
 
 
 @dataclass
@@ -83,7 +83,7 @@ def strong_scaling(
 ) -> list[ScalingPoint]:  # fmt: skip
     """One global batch split over each number of ranks, timed over `link` (None: the
     profile's): per step, the slowest rank's compute (CPU time, one thread) and all-reduce."""
-    link = links.resolve(link, max(world_sizes), backend)  # one curve, one clock
+    link = wire.resolve(link, max(world_sizes), backend)  # one curve, one clock
     points = []
     for n in world_sizes:
         args = (global_batch // n, width, layers, steps, link)
@@ -102,7 +102,7 @@ def _scaling_rank(batch: int, width: int, layers: int, steps: int, link) -> tupl
     y = torch.randint(0, 10, (batch,), device=where)
     clock = time.process_time if where.type == "cpu" else time.perf_counter
     compute, comm = [], []
-    with links.active(link):
+    with wire.active(link):
         for _ in range(steps + 1):  # the first allocates memory: untimed
             model.zero_grad()
             start = clock()
@@ -114,8 +114,8 @@ def _scaling_rank(batch: int, width: int, layers: int, steps: int, link) -> tupl
                 continue
             flat = torch.cat([p.grad.flatten() for p in model.parameters()])
             dist.barrier()
-            start, link_time = links.restart(), links.timer()
-            links.all_reduce(flat)
+            start, link_time = wire.restart(), wire.timer()
+            wire.all_reduce(flat)
             synchronize(where)
             comm.append(link_time() - start)
     return statistics.median(compute[1:]), statistics.median(comm[1:])

@@ -19,7 +19,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.profiler import ProfilerActivity, profile
 
-from ..network import wire as links
+from ..network import wire
 from ..network.hook import WIRE_EVENT
 from ..ranks.bootstrap import device
 from ..ranks.launch import launch
@@ -84,7 +84,7 @@ def profiled_step(
         width,
         batch,
         bucket_cap_mb,
-        links.resolve(link, world_size, backend),
+        wire.resolve(link, world_size, backend),
         trace_dir,
     )
     return launch(_profile_rank, world_size, args=args, backend=backend)
@@ -105,7 +105,7 @@ def _after_backward(model: nn.Module) -> None:
         if grads:
             flat = torch.cat([g.flatten() for g in grads])
             with torch.profiler.record_function(WIRE_EVENT):
-                links.all_reduce(flat)
+                wire.all_reduce(flat)
             torch.nn.utils.vector_to_parameters(flat / world, grads)
 
 
@@ -127,11 +127,11 @@ def _profile_rank(overlap, layers, width, batch, bucket_cap_mb, link, trace_dir)
     activities = [ProfilerActivity.CPU]
     if where.type == "cuda":  # the GPU's own timeline: when its kernels and NCCL's really ran
         activities.append(ProfilerActivity.CUDA)
-    with links.active(link):
+    with wire.active(link):
         for _ in range(2):  # DDP builds its buckets in the first steps
             step()
         dist.barrier()
-        links.restart()
+        wire.restart()
         with quiet_stderr():
             with profile(activities=activities, experimental_config=_every_thread()) as p:
                 step()

@@ -24,7 +24,7 @@ assertions; on a machine shared with other work they are benchmarks, not facts a
 from __future__ import annotations
 
 from ..core.machine import machine_cores, on_a_quiet_machine
-from ..network import wire as links
+from ..network import wire
 
 NAME = "pipeline"
 HELP = "measure the pipeline bubble with real compute for each number of micro-batches"
@@ -47,7 +47,7 @@ def _floats(text: str) -> list[float]:
 
 
 def add_arguments(parser) -> None:
-    links.add_argument(parser, default="notebook 06's stage-to-stage link, 100 Gbit/s, 10 us")
+    wire.add_argument(parser, default="notebook 06's stage-to-stage link, 100 Gbit/s, 10 us")
     parser.add_argument("--stages", type=int, default=4)
     parser.add_argument("--microbatches", type=_ints, default=[1, 2, 4, 8, 16])
     parser.add_argument(
@@ -75,7 +75,7 @@ def run(args) -> dict:
     from .schedule_bubble import measure_schedules
 
     sizes = profiles.current().pipeline
-    link = links.resolve(args.link or HANDOFF_LINK, args.stages)
+    link = wire.resolve(args.link or HANDOFF_LINK, args.stages)
     width = args.width or sizes.real_width
     batch = args.micro_batch_size or sizes.real_micro_batch_size
     repeats = args.repeats or REPEATS

@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-from ..network import wire as links
+from ..network import wire
 from .schedules import BACKWARD, FORWARD
 
 __all__ = ["Handoffs", "Mailbox"]
@@ -24,7 +24,7 @@ class Handoffs:
         self.order, self.microbatches = order, microbatches
         self.rank, self.stages = dist.get_rank(), dist.get_world_size()
         self.shapes, self.dev = {FORWARD: in_shape, BACKWARD: out_shape}, dev
-        self.ahead = not links.batches_point_to_point()
+        self.ahead = not wire.batches_point_to_point()
         self.inbox: dict[int, tuple[torch.Tensor, object]] = {}
         self.sends: list = []
 
@@ -49,7 +49,7 @@ class Handoffs:
         ops += [("recv", *incoming)] if incoming else []
         if not ops:
             return
-        handles = links.start(*ops)
+        handles = wire.start(*ops)
         self.sends += [(t, h) for (t, _, _), h in zip(outgoing, handles, strict=False)]
         if incoming:
             self.inbox[n] = incoming[0], handles[-1]
@@ -76,7 +76,7 @@ class Mailbox:
 
     def __init__(self, incoming: dict, dev: torch.device):
         self.incoming, self.dev = incoming, dev
-        self.ahead = not links.batches_point_to_point()
+        self.ahead = not wire.batches_point_to_point()
         self.inbox: dict = {}
         self.outbox: list = []
         self.sends: list = []
@@ -88,7 +88,7 @@ class Mailbox:
         if key is not None:
             shape, peer, tag = self.incoming[key]
             ops.append(("recv", torch.empty(shape, device=self.dev), peer, tag))
-        handles = links.start(*ops) if ops else []
+        handles = wire.start(*ops) if ops else []
         self.sends += [h for op, h in zip(ops, handles, strict=True) if op[0] == "send"]
         if key is not None:
             self.inbox[key] = ops[-1][1], handles[-1]

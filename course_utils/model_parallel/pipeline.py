@@ -24,7 +24,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
-from ..network import wire as links
+from ..network import wire
 from ..ranks.bootstrap import device
 from .activations import HeldActivations
 from .handoffs import Handoffs
@@ -120,8 +120,8 @@ def run_stage(
     plus waits (`network.wire.now`), as if each stage had a core of its own. Without
     `keep_grads` the gradients stay on the rank (a timing run need not ship them back).
     """
-    with links.active(link or "real", virtual=link is not None):
-        now = links.now if link else time.perf_counter
+    with wire.active(link or "real", virtual=link is not None):
+        now = wire.now if link else time.perf_counter
         result = _run_stage(
             model, schedule, microbatches, x, y, slot, stage_cost, backward_ratio, now
         )
@@ -160,7 +160,7 @@ def _run_stage(model, schedule, microbatches, x, y, slot, stage_cost, backward_r
 
     handoffs.post(0)
     dist.barrier()
-    t0 = links.restart()  # one moment for every stage: their events share one time axis
+    t0 = wire.restart()  # one moment for every stage: their events share one time axis
     for n, (kind, i) in enumerate(order):
         handoffs.before(n)
         if kind == FORWARD:

@@ -20,7 +20,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
-from ..network import wire as links
+from ..network import wire
 from ..ranks.bootstrap import device
 from .activations import HeldActivations
 from .handoffs import Mailbox
@@ -80,7 +80,7 @@ def _tag(kind: str, i: int, g: int, microbatches: int) -> int:
 
 def train_rank(model, schedule, chunks, microbatches, x, y, steps, lr, link=None) -> RankSteps:
     """This rank's share of `steps` training steps (SGD, learning rate `lr`), inside a launch."""
-    with links.active(link or "real", virtual=link is not None):
+    with wire.active(link or "real", virtual=link is not None):
         return _train_rank(
             model,
             schedule,
@@ -90,7 +90,7 @@ def train_rank(model, schedule, chunks, microbatches, x, y, steps, lr, link=None
             y,
             steps,
             lr,
-            links.now if link else time.perf_counter,
+            wire.now if link else time.perf_counter,
         )
 
 
@@ -127,7 +127,7 @@ def _train_rank(model, schedule, chunks, microbatches, x, y, steps, lr, now) -> 
         box = Mailbox(incoming_of, dev)
         stash, kept, events, loss = {}, {}, [], 0.0
         dist.barrier()
-        t0 = links.restart()
+        t0 = wire.restart()
 
         def receive(key, box=box, events=events, t0=t0):
             buf, handle = box.take(key)

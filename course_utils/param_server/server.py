@@ -29,7 +29,7 @@ from ..allreduce.algorithms import chunk_bounds
 from ..core import progress
 from ..core.errors import LaunchError
 from ..core.models import build
-from ..network import wire as links
+from ..network import wire
 from .inbox import Inbox
 
 GRADIENT, BYE = 0.0, 1.0  # what a worker's message carries
@@ -130,7 +130,7 @@ def node(cfg: ServerConfig, train, input_shape, num_classes):
     params = initial_params(cfg, input_shape, num_classes)
     shards = chunk_bounds(params.numel(), cfg.servers)
     dist.barrier()
-    with links.active(cfg.link):
+    with wire.active(cfg.link):
         if dist.get_rank() < cfg.servers:  # rank 0, server 0, shows the updates it applies
             desc = f"{cfg.mode} server, {cfg.workers} workers"
             with progress.bar(cfg.updates, desc, "update") as bar:
@@ -281,8 +281,8 @@ def _pause(seconds: float) -> None:
     """A slower worker sleeps `seconds`; over an emulated link its clock (which counts CPU
     time and would miss a short sleep) moves on too, so its gradient leaves that much later."""
     until = time.perf_counter() + seconds
-    if links.current().emulated:
-        until = links.wire_deadline(seconds)
+    if wire.current().emulated:
+        until = wire.wire_deadline(seconds)
     time.sleep(max(0.0, until - time.perf_counter()))
 
 
