@@ -162,3 +162,26 @@ def test_launch_carries_the_recording_into_every_rank_and_merges_their_logs(meth
         ("send", 0, 1, 16),
         ("recv", 1, 0, 16),
     ]
+
+
+def _ddp_step_counted() -> tuple:
+    from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+    from torch.nn.parallel import DistributedDataParallel
+
+    torch.manual_seed(0)
+    model = DistributedDataParallel(
+        torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Linear(16, 2))
+    )
+    model.register_comm_hook(None, allreduce_hook)  # DDP's own all-reduce, in Python
+    with recorder.recording() as log:
+        model(torch.ones(4, 8)).sum().backward()
+    nbytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    return [(m.op, m.nbytes) for m in log.messages], nbytes
+
+
+def test_ddp_buckets_are_counted_through_a_comm_hook_that_calls_torch_distributed():
+    """DDP's reducer all-reduces in C++, out of the recorder's sight; PyTorch's own
+    allreduce_hook sends each bucket through dist.all_reduce, which the recorder counts."""
+    for messages, nbytes in launch(_ddp_step_counted, 2):
+        assert messages and all(op == "all_reduce" for op, _ in messages)
+        assert sum(b for _, b in messages) == nbytes  # 2(N-1)/N of every gradient, N = 2
