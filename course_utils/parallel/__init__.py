@@ -1,8 +1,8 @@
 """The algorithms the course teaches, each written once as plain `torch.distributed` code.
 
 One file per idea, read top to bottom in one sitting, in the spirit of picotron and
-PyTorch's `dist_tuto`: no tracing, clocks, timers, verdicts or charts inside. The chapters
-run, time, check and draw them from outside: messages are counted, and charged on the
+PyTorch's `dist_tuto`: nothing in it traces, times, judges or draws. The chapters run,
+time, check and draw them from outside: messages are counted, and charged on the
 simulated network, where they cross `torch.distributed` (`network.recorder`). This package
 imports torch and itself only, so a spawned rank that needs an algorithm starts quickly.
 
