@@ -3,16 +3,15 @@
 An algorithm the course teaches, or one the learner writes, calls `dist.isend`, `dist.recv`,
 `dist.batch_isend_irecv` or `dist.all_reduce` as the PyTorch tutorials do. Inside
 `recording()` (and inside `wire.active(link)`) those functions are torch's own, wrapped:
-each call is written to every open `Log` (what, to or from whom, how many bytes), and on a
-simulated link each point-to-point message pays its wire time on the rank's clock
-(`wire`). So a byte count is what really passed the boundary, never what the code that
-sent it claims, and the learner's code is counted and simulated exactly as the course's.
+each call is written to every open `Log` (`messages`: what, to or from whom, how many
+bytes, and which part of the model sent it, `labels`), and on a simulated link each
+point-to-point message, and each blocking all-reduce of a sum, pays its wire time on the
+rank's clock (`wire`). So a byte count is what really passed the boundary, never what the
+code that sent it claims, and the learner's code is counted and simulated exactly as the
+course's. Other collectives are counted but not charged: no lesson times one yet.
 
 This is the one module that assigns to `torch.distributed`'s attributes; it puts torch's
-own functions back when the last block closes. A collective is counted as the bytes each
-rank sends in the algorithm gloo and NCCL run for it at these sizes, the ring: nccl-tests'
-PERFORMANCE.md gives the factors (all-reduce 2(N-1)/N of the tensor; reduce-scatter,
-all-gather, all-to-all, gather and scatter (N-1)/N of the whole; broadcast and reduce 1).
+own functions back when the last block closes.
 """
 
 from __future__ import annotations
@@ -20,83 +19,14 @@ from __future__ import annotations
 import contextlib
 import inspect
 import threading
-from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
 import torch.distributed.distributed_c10d as c10d
 
+from .messages import COLLECTIVES, POINT_TO_POINT, Log, Message, leaving, nbytes
+
 __all__ = ["COLLECTIVES", "POINT_TO_POINT", "Log", "Message", "recording", "torch_own"]
-
-POINT_TO_POINT = ("send", "recv", "isend", "irecv")
-# name: (its tensor arguments, the share of their bytes each rank sends on a ring of N)
-COLLECTIVES = {
-    "all_reduce": (("tensor",), lambda n: 2 * (n - 1) / n),
-    "all_reduce_coalesced": (("tensors",), lambda n: 2 * (n - 1) / n),
-    "reduce_scatter": (("input_list",), lambda n: (n - 1) / n),
-    "reduce_scatter_tensor": (("input",), lambda n: (n - 1) / n),
-    "reduce_scatter_single": (("input",), lambda n: (n - 1) / n),
-    "all_gather": (("tensor_list",), lambda n: (n - 1) / n),
-    "all_gather_into_tensor": (("output_tensor",), lambda n: (n - 1) / n),
-    "all_gather_single": (("output_tensor",), lambda n: (n - 1) / n),
-    "all_gather_coalesced": (("output_tensor_lists",), lambda n: (n - 1) / n),
-    "all_to_all": (("input_tensor_list",), lambda n: (n - 1) / n),
-    "all_to_all_single": (("input",), lambda n: (n - 1) / n),
-    "gather": (("gather_list", "tensor"), lambda n: (n - 1) / n),
-    "gather_into_tensor": (("output_tensor",), lambda n: (n - 1) / n),
-    "gather_single": (("output_tensor",), lambda n: (n - 1) / n),
-    "scatter": (("scatter_list", "tensor"), lambda n: (n - 1) / n),
-    "broadcast": (("tensor",), lambda n: 1.0),
-    "reduce": (("tensor",), lambda n: 1.0),
-    "barrier": ((), lambda n: 0.0),
-    "monitored_barrier": ((), lambda n: 0.0),
-}
-# These pickle objects into tensors and pass them through the functions above, which count them.
-THROUGH_OTHERS = ("batch_isend_irecv", "send_object_list", "recv_object_list")
-THROUGH_OTHERS += ("all_gather_object", "gather_object", "scatter_object_list")
-THROUGH_OTHERS += ("broadcast_object_list",)
-
-
-@dataclass
-class Message:
-    """One call at the boundary on one rank: a point-to-point message or a collective."""
-
-    op: str
-    rank: int
-    nbytes: int  # a message's bytes; a collective's bytes this rank sends on a ring
-    peer: int | None = None  # the other rank (global), for point-to-point
-    group: tuple[int, ...] | None = None  # the ranks of a collective's group
-    before: torch.Tensor | None = None  # the watched tensor as the call began (`recording`)
-    span: tuple[int, int] | None = None  # the watched tensor's elements this message carried
-
-
-@dataclass
-class Log:
-    """Every call at the boundary, in the order this process made them, and each wait that
-    completed an `irecv` (op "arrived"): when a receive was done, not only posted."""
-
-    messages: list[Message] = field(default_factory=list)
-    watch: torch.Tensor | None = None
-
-    def bytes_sent(self, rank: int | None = None) -> int:
-        """Bytes sent by point-to-point messages and collectives (of `rank`, or all)."""
-        return sum(
-            m.nbytes
-            for m in self.messages
-            if m.op not in ("recv", "irecv", "arrived") and (rank is None or m.rank == rank)
-        )
-
-    def bytes_received(self, rank: int | None = None) -> int:
-        """Bytes of the point-to-point messages received (by `rank`, or all)."""
-        return sum(
-            m.nbytes
-            for m in self.messages
-            if m.op in ("recv", "irecv") and (rank is None or m.rank == rank)
-        )
-
-    def collectives(self) -> list[Message]:
-        return [m for m in self.messages if m.op not in (*POINT_TO_POINT, "arrived")]
-
 
 _local = threading.local()  # depth of wrapped calls on this thread: inner ones pass through
 _open: list[Log] = []
@@ -107,14 +37,6 @@ _installed: dict[str, object] = {}  # name: torch's own function, while wrapped
 def torch_own(name: str):
     """Torch's own function `name`, wrapped or not: what the simulator calls underneath."""
     return _installed.get(name) or getattr(c10d, name)
-
-
-def _nbytes(x) -> int:
-    if isinstance(x, torch.Tensor):
-        return x.numel() * x.element_size()
-    if isinstance(x, (list, tuple)):
-        return sum(_nbytes(item) for item in x)
-    return 0
 
 
 def _global_peer(peer, group, group_peer) -> int | None:
@@ -156,7 +78,8 @@ class _Arrival:
     def wait(self, *args, **kwargs):
         result = self.work.wait(*args, **kwargs)
         m = self.message
-        _write(_snapshot(Message("arrived", m.rank, m.nbytes, m.peer)))
+        arrived = Message("arrived", m.rank, m.nbytes, m.peer, where=m.where, direction=m.direction)
+        _write(_snapshot(arrived))
         return result
 
     def __getattr__(self, name):
@@ -178,7 +101,7 @@ def _point_to_point(name: str, own):
             bound = signature.bind(*args, **kwargs).arguments
             tensor, group, tag = bound["tensor"], bound.get("group"), bound.get("tag", 0)
             peer = _global_peer(bound.get(key), group, bound.get(f"group_{key}"))
-            message = _snapshot(Message(name, dist.get_rank(), _nbytes(tensor), peer), tensor)
+            message = _snapshot(Message(name, dist.get_rank(), nbytes(tensor), peer), tensor)
             if name != "recv":
                 _write(message)
         _local.depth = 1
@@ -211,17 +134,28 @@ def _collective(name: str, own):
             group = bound.get("group")
             ranks = tuple(dist.get_process_group_ranks(group)) if group is not None else None
             size = len(ranks) if ranks else dist.get_world_size()
-            nbytes = next((_nbytes(bound[a]) for a in arguments if bound.get(a) is not None), 0)
+            held = next((nbytes(bound[a]) for a in arguments if bound.get(a) is not None), 0)
             if name in ("gather", "scatter") and arguments[0] not in bound:
-                nbytes *= size  # a non-root rank holds one piece of the whole
-            _write(Message(name, dist.get_rank(), round(nbytes * share(size)), None, ranks))
+                held *= size  # a non-root rank holds one piece of the whole
+            sent = leaving(name, bound, group) if "all_to_all" in name else None
+            sent = round(held * share(size)) if sent is None else sent
+            _write(Message(name, dist.get_rank(), sent, None, ranks))
         _local.depth = 1
         try:
+            if _simulators and name == "all_reduce" and _charged_as_ring(bound):
+                return _simulators[-1].all_reduce(bound["tensor"], group)
             return own(*args, **kwargs)
         finally:
             _local.depth = 0
 
     return wrapped
+
+
+def _charged_as_ring(bound: dict) -> bool:
+    """A blocking sum: what `wire.all_reduce` charges as a ring on the simulated link (an
+    async one, DDP's, is charged by its comm hook; a MAX is the simulator's own)."""
+    op = bound.get("op", dist.ReduceOp.SUM)
+    return not bound.get("async_op") and op in (dist.ReduceOp.SUM, dist.ReduceOp.SUM.value)
 
 
 def _install() -> None:

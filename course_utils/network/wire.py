@@ -11,8 +11,8 @@ queue on its way out (a send waits until the wire has carried every earlier one)
 messages that arrive together queue on its way in (a server receiving from N-1 workers
 takes N-1 wire times); `clock` keeps that time, so that a late wake-up does not add to the
 next message. Inside `active(link)` every message sent through `torch.distributed` pays
-it (`recorder` wraps torch's point-to-point functions and calls `charged`), as do
-`all_reduce` here and the DDP hook (`hook`). With the real link they are plain gloo. The
+it (`recorder` wraps torch's point-to-point functions and calls `charged`), as does every
+blocking all-reduce of a sum and the DDP hook (`hook`). With the real link they are plain gloo. The
 built-in `all_reduce` is *charged as a ring* (its formula), so a time of it on a simulated
 link is a prediction, never a measurement.
 """
@@ -152,6 +152,7 @@ class _Wire:
     """What the recorder calls for each message on a simulated link."""
 
     charged = staticmethod(charged)
+    all_reduce = staticmethod(lambda t, group: _charged_all_reduce(t, group))
 
     @staticmethod
     def not_counted():
@@ -253,23 +254,26 @@ def post(*ops: tuple) -> None:
 
 
 def all_reduce(t: torch.Tensor, group=None) -> torch.Tensor:
-    """`dist.all_reduce(t, group=group)` (sum), done when a ring on this link would be done.
+    """`dist.all_reduce(t, group=group)` (sum), returning `t`: on a simulated link the
+    recorder charges it as a ring (`_charged_all_reduce`), as it does the learner's."""
+    dist.all_reduce(t, group=group)
+    return t
+
+
+def _charged_all_reduce(t: torch.Tensor, group) -> torch.Tensor:
+    """torch's all-reduce (sum), done when a ring on this link would be done.
 
     A ring starts when its last member enters. Under a lagging clock a rank that waited in
     gloo for the others has caught up with the real time already; a purely virtual clock
     (`active(..., virtual=True)`) never does, so there the members first agree on the
     latest entry (a MAX, not counted) and the ring is charged from that moment."""
-    link = current()
-    if not link.emulated:
-        dist.all_reduce(t, group=group)
-        return t
-    clock = _state["clock"]
+    link, clock = current(), _state["clock"]
     if math.isinf(clock.lag):
         clock.wait_until(_latest_entry(clock, group, t.device))
     seconds = ring_allreduce_seconds(link, _nbytes(t), dist.get_world_size(group))
     done = clock.send(seconds)
     with clock.not_counted():
-        dist.all_reduce(t, group=group)
+        recorder.torch_own("all_reduce")(t, group=group)
     clock.wait_until(done)
     return t
 

@@ -11,7 +11,8 @@ import torch.distributed as dist
 import torch.distributed.distributed_c10d as c10d
 
 from course_utils.allreduce.exercises import check_ring
-from course_utils.network import recorder, wire
+from course_utils.network import labels, recorder, wire
+from course_utils.network.messages import THROUGH_OTHERS
 from course_utils.parallel.allreduce import ring_allreduce
 from course_utils.ranks.launch import launch
 
@@ -31,9 +32,9 @@ NOT_COMMUNICATION = {  # set-up, queries and process-group plumbing: nothing cro
 def test_every_public_function_that_communicates_is_wrapped_or_goes_through_one_that_is():
     functions = [name for name in c10d.__all__ if name not in NOT_COMMUNICATION]
     public = {name for name in functions if inspect.isfunction(getattr(c10d, name, None))}
-    known = set(recorder.POINT_TO_POINT) | set(recorder.COLLECTIVES) | set(recorder.THROUGH_OTHERS)
+    known = set(recorder.POINT_TO_POINT) | set(recorder.COLLECTIVES) | set(THROUGH_OTHERS)
     assert public - known == set(), "a torch.distributed function this recorder does not know"
-    wrapped = public - set(recorder.THROUGH_OTHERS)
+    wrapped = public - set(THROUGH_OTHERS)
     own = {name: getattr(dist, name) for name in wrapped}
     with recorder.recording():
         for name in wrapped:
@@ -185,3 +186,75 @@ def test_ddp_buckets_are_counted_through_a_comm_hook_that_calls_torch_distribute
     for messages, nbytes in launch(_ddp_step_counted, 2):
         assert messages and all(op == "all_reduce" for op, _ in messages)
         assert sum(b for _, b in messages) == nbytes  # 2(N-1)/N of every gradient, N = 2
+
+
+def _uneven_all_to_all() -> list:
+    rank = dist.get_rank()
+    splits = [1, 3] if rank == 0 else [2, 2]  # rows of 4 float32: 16 bytes each
+    rows = torch.ones(4, 4)
+    received = [1, 2] if rank == 0 else [3, 2]
+    with recorder.recording() as log:
+        dist.all_to_all_single(torch.empty(sum(received), 4), rows, received, splits)
+    return [m.nbytes for m in log.messages]
+
+
+def test_an_all_to_all_is_counted_as_the_rows_that_leave_the_rank():
+    assert launch(_uneven_all_to_all, 2) == [[3 * 16], [2 * 16]]
+
+
+class _Summing(torch.nn.Module):
+    """A layer whose forward and backward each all-reduce, as Megatron's f and g do."""
+
+    def forward(self, x):
+        return _AllReduced.apply(_AllReduced.apply(x))
+
+
+class _AllReduced(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        x = x.clone()
+        dist.all_reduce(x)
+        return x
+
+    @staticmethod
+    def backward(ctx, grad):
+        grad = grad.clone()
+        dist.all_reduce(grad)
+        return grad
+
+
+def _labelled_step() -> list:
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), _Summing())
+    labels.label_modules({"summing": model[1]})
+    x = torch.ones(1, 2, requires_grad=True)
+    with recorder.recording() as log:
+        y = model(x).sum()
+        dist.all_reduce(torch.ones(1))
+        y.backward()
+        with labels.labelled("gradients", "backward"):
+            dist.all_reduce(model[0].weight.grad)
+    return [(m.where, m.direction) for m in log.messages]
+
+
+def test_a_module_hooked_from_outside_labels_the_messages_of_its_forward_and_backward():
+    for got in launch(_labelled_step, 2):
+        assert got == [("summing", "forward")] * 2 + [(None, None)] + [
+            ("summing", "backward")
+        ] * 2 + [("gradients", "backward")]
+
+
+def _all_reduce_on_slow_link(through_wire: bool) -> float:
+    with wire.active(SLOW, virtual=True):
+        dist.barrier()
+        start = wire.restart()
+        (wire.all_reduce if through_wire else dist.all_reduce)(torch.ones(2500))
+        return wire.now() - start
+
+
+@pytest.mark.parametrize("through_wire", [False, True])
+def test_a_plain_all_reduce_pays_the_simulated_link_as_a_ring_once(through_wire):
+    """Read from the simulator's clocks: 2(N-1) steps of a 5 KB chunk on the 20 ms link,
+    25 ms each; a second charge would add as much again, far above the CPU's few ms."""
+    wire_seconds = 2 * (0.02 + 1250 * 4 * 8 / 8e6)
+    for seconds in launch(_all_reduce_on_slow_link, 2, args=(through_wire,)):
+        assert wire_seconds <= seconds < 1.5 * wire_seconds
