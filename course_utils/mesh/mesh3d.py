@@ -17,56 +17,18 @@ runs on one dimension's group, and that one rank plays all three parts.
 from __future__ import annotations
 
 import copy
+import functools
 
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
+from ..parallel.tensor_parallel import f, g
 from ..transformer.model import Transformer
-from ..transformer.tensor_parallel import (
-    ColumnParallelLinear,
-    RowParallelLinear,
-    TensorParallelAttention,
-    TensorParallelMLP,
-)
-from . import group_comm
+from ..transformer.tensor_parallel import TensorParallelAttention, TensorParallelMLP
 
-__all__ = ["MeshAttention", "MeshMLP", "gpipe_step", "stage_blocks", "stage_model", "sync_dp"]
-
-
-def _share(size: int, tp_rank: int, tp_size: int, what: str) -> slice:
-    if size % tp_size:
-        raise ValueError(
-            f"{size} {what} cannot be split evenly over tp={tp_size} ranks; choose sizes whose "
-            f"heads and MLP width are multiples of {tp_size}."
-        )
-    return slice(tp_rank * size // tp_size, (tp_rank + 1) * size // tp_size)
-
-
-class MeshAttention(TensorParallelAttention):
-    """Notebook 10's tensor-parallel attention, told its place in the TP group instead of
-    reading it from the world (the world is the whole mesh)."""
-
-    def __init__(self, full, tp_rank: int, tp_size: int, enter, leave):
-        nn.Module.__init__(self)
-        self.head_dim = full.head_dim
-        heads = _share(full.q.out_features // full.head_dim, tp_rank, tp_size, "attention heads")
-        mine = slice(heads.start * self.head_dim, heads.stop * self.head_dim)
-        self.q, self.k, self.v = (ColumnParallelLinear(p, mine) for p in (full.q, full.k, full.v))
-        self.out = RowParallelLinear(full.out, mine, leave)
-        self.enter = enter
-
-
-class MeshMLP(TensorParallelMLP):
-    """Notebook 10's tensor-parallel MLP, told its place in the TP group."""
-
-    def __init__(self, full, tp_rank: int, tp_size: int, enter, leave):
-        nn.Module.__init__(self)
-        mine = _share(full.fc1.out_features, tp_rank, tp_size, "MLP hidden neurons")
-        self.fc1 = ColumnParallelLinear(full.fc1, mine)
-        self.fc2 = RowParallelLinear(full.fc2, mine, leave)
-        self.enter = enter
+__all__ = ["gpipe_step", "stage_blocks", "stage_model", "sync_dp"]
 
 
 def stage_blocks(blocks: int, stage: int, stages: int) -> range:
@@ -84,15 +46,15 @@ def stage_model(
     only needs the shapes). Every kept parameter keeps its name in `full`, so the twin of a
     trained shard is this function applied to the one-process model."""
     split = copy.deepcopy(full)
-    enter, leave = group_comm.enter_region(group), group_comm.leave_region(group)
+    enter, leave = functools.partial(f, group=group), functools.partial(g, group=group)
     mine = stage_blocks(len(full.blocks), stage, stages)
     for i in range(len(split.blocks)):
         if i not in mine:
             split.blocks[i] = nn.Identity()
             continue
-        block, a, m = split.blocks[i], f"block {i} attention", f"block {i} mlp"
-        block.attn = MeshAttention(block.attn, tp_rank, tp_size, enter(a), leave(a))
-        block.mlp = MeshMLP(block.mlp, tp_rank, tp_size, enter(m), leave(m))
+        block, place = split.blocks[i], (tp_rank, tp_size)
+        block.attn = TensorParallelAttention(block.attn, enter, leave, place)
+        block.mlp = TensorParallelMLP(block.mlp, enter, leave, place)
     if stage > 0:
         split.embed = None
     if stage < stages - 1:
@@ -124,29 +86,34 @@ def gpipe_step(model: Transformer, micro: list[torch.Tensor], pp_ranks: list[int
             x = rows[:, :-1].to(dev)
         else:
             x = torch.empty(len(rows), rows.shape[1] - 1, width, device=dev)
-            group_comm.recv(x, pp_ranks[stage - 1], tag=i)
+            dist.recv(x, pp_ranks[stage - 1], tag=i)
             x.requires_grad_()
         y = _forward(model, x)
         if last:
             y = F.cross_entropy(y.flatten(0, 1), rows[:, 1:].to(dev).flatten()) / m
             loss += y.item()
         else:
-            sends.append(group_comm.send(y.detach(), pp_ranks[stage + 1], i, "pp",
-                                         f"micro-batch {i}", "forward"))  # fmt: skip
+            sends.append(_send(y.detach(), pp_ranks[stage + 1], tag=i))
         inputs.append(x)
         outputs.append(y)
     for i in reversed(range(m)):
         grad = None
         if not last:
             grad = torch.empty_like(outputs[i])
-            group_comm.recv(grad, pp_ranks[stage + 1], tag=m + i)
+            dist.recv(grad, pp_ranks[stage + 1], tag=m + i)
         outputs[i].backward(grad)
         if not first:
-            sends.append(group_comm.send(inputs[i].grad, pp_ranks[stage - 1], m + i, "pp",
-                                         f"micro-batch {i}", "backward"))  # fmt: skip
+            sends.append(_send(inputs[i].grad, pp_ranks[stage - 1], tag=m + i))
     for handle, _ in sends:
         handle.wait()
     return loss if last else None
+
+
+def _send(t: torch.Tensor, to: int, tag: int):
+    """Start sending `t` to global rank `to`: the handle, and the tensor to keep alive
+    until it is done."""
+    t = t.contiguous()
+    return dist.isend(t, to, tag=tag), t
 
 
 def _width(model: Transformer) -> int:
@@ -161,7 +128,7 @@ def sync_dp(model: nn.Module, group) -> None:
     """Average this rank's gradients over its data-parallel replicas, in one flat bucket."""
     params = list(model.parameters())
     flat = torch.cat([p.grad.flatten() for p in params])
-    flat = group_comm.all_reduce(flat, group, "dp", "gradients", "backward")
+    dist.all_reduce(flat, group=group)
     flat /= dist.get_world_size(group)
-    for p, g in zip(params, flat.split([p.numel() for p in params]), strict=True):
-        p.grad.copy_(g.view_as(p))
+    for p, part in zip(params, flat.split([p.numel() for p in params]), strict=True):
+        p.grad.copy_(part.view_as(p))

@@ -20,11 +20,11 @@ import torch.distributed as dist
 
 from ..core.sizes_mesh import MeshSizes
 from ..core.sizes_transformer import TransformerSizes
+from ..network.recorder import Log, recording
 from ..ranks.bootstrap import device, synchronize
 from ..ranks.examples import whoami
 from ..ranks.launch import launch
 from ..transformer.model import batches, build, one_process_steps
-from . import group_comm
 from .groups import coords_of, ranks_of_groups
 from .mesh3d import gpipe_step, stage_blocks, stage_model, sync_dp
 
@@ -140,6 +140,20 @@ def mesh_step(rank: RankMesh, sequence: torch.Tensor) -> float | None:
     return loss
 
 
+def bytes_by_dim(log: Log, members: dict[str, list[int]]) -> dict[str, int]:
+    """Bytes this rank sent over each dimension, read from what crossed `torch.distributed`:
+    a collective belongs to the dimension whose group ran it, a send to `pp` (the only one
+    that sends point to point). A ring's bytes for a collective (`network.messages`)."""
+    sent = dict.fromkeys(members, 0)
+    dims = {tuple(sorted(ranks)): d for d, ranks in members.items()}
+    for m in log.messages:
+        if m.op in ("send", "isend"):
+            sent["pp"] += m.nbytes
+        elif m.group is not None and m.op not in ("recv", "irecv", "arrived"):
+            sent[dims[tuple(sorted(m.group))]] += m.nbytes
+    return sent
+
+
 def train_mesh(cfg) -> dict:
     """Train on this rank's place in the mesh for `cfg.steps` steps; what it reports.
 
@@ -148,9 +162,9 @@ def train_mesh(cfg) -> dict:
     sent, losses = [], []
     started = time.perf_counter()
     for sequence in batches(rank.cfg.model, rank.cfg.steps):
-        with group_comm.count_mesh_communication() as log:
+        with recording() as log:
             losses.append(mesh_step(rank, sequence))
-        sent.append(group_comm.bytes_by_dim(log, DIMS))
+        sent.append(bytes_by_dim(log, rank.members))
     synchronize()
     return {
         **whoami(),

@@ -52,6 +52,7 @@ _EXPORTS = {
     "SCHEDULES": "schedules",
     "simulate": "schedules",
     "STYLES": "tensor_parallel",
+    "SplitLayer": "tensor_parallel",
     "bytes_per_layer": "tensor_parallel",
     "collectives_per_layer": "tensor_parallel",
     "compare_with_unsplit": "tensor_parallel",

@@ -8,8 +8,12 @@ imports torch and itself only, so a spawned rank that needs an algorithm starts 
 
 - `allreduce`: parameter server, tree, butterfly, ring (and its reduce-scatter and
   all-gather halves), halving-doubling (notebook 05; the ring also serves ZeRO in 08).
+- `tensor_parallel`: Megatron's f and g, the column- and row-parallel layers, on any
+  process group (notebook 06's MLP, 10's transformer, one dimension of 11's mesh).
+- `sequence_parallel`: f and g turned into an all-gather and a reduce-scatter along the
+  sequence (notebook 10).
 """
 
-from . import allreduce
+from . import allreduce, sequence_parallel, tensor_parallel
 
-__all__ = ["allreduce"]
+__all__ = ["allreduce", "sequence_parallel", "tensor_parallel"]

@@ -1,7 +1,8 @@
 """Notebook 10 (`10_transformer_parallelism.ipynb`): how a transformer is split over ranks.
 
 A small causal transformer (`model`) split four ways, each written by hand on the
-course's logged collectives (`comm`) and checked against one process: tensor parallel
+course's layers (`parallel.tensor_parallel`, `parallel.sequence_parallel`), counted where
+they cross `torch.distributed` (`comm`) and checked against one process: tensor parallel
 (Megatron's column then row split, heads across ranks), sequence parallel (LayerNorm and
 dropout sharded along the sequence, all-reduce turned into reduce-scatter + all-gather),
 context parallel (ring attention with a zigzag split) and expert parallel (a mixture of

@@ -56,13 +56,10 @@ def _wire_steps(m: comm.Message) -> list[float]:
     """The bytes of each message one rank sends, one after another, for `m` run as a ring
     (or, for an all-to-all, one message per peer; a send is one message)."""
     n = m.ranks
-    if m.op == "all_reduce":
-        return [m.bytes / n] * (2 * (n - 1))
-    if m.op in ("all_gather", "reduce_scatter"):
-        return [m.bytes / n] * (n - 1)
-    if m.op == "all_to_all":
-        return [m.sent / (n - 1)] * (n - 1) if n > 1 else []
-    return [m.sent]
+    if m.op == "send":
+        return [m.sent]
+    steps = 2 * (n - 1) if m.op == "all_reduce" else n - 1
+    return [m.sent / steps] * steps if steps else []
 
 
 def predicted_seconds(messages: list[comm.Message], link: Link | str) -> float:

@@ -94,8 +94,10 @@ def _ring_rank(sizes, seed: int) -> dict:
         q, k, v, d_out = (shard(t, world, rank, layout) for t in full)
         q, k, v = (t.clone().requires_grad_() for t in (q, k, v))
         with comm.count_communication() as log:
-            out = ring_attention(q, k, v, layout)
-            out.backward(d_out)
+            with comm.labelled("ring attention", "forward"):
+                out = ring_attention(q, k, v, layout)
+            with comm.labelled("ring attention", "backward"):
+                out.backward(d_out)
         results[layout] = {
             "tensors": [out.detach(), q.grad, k.grad, v.grad],
             "sent": _sent(log),
@@ -157,8 +159,12 @@ def _moe_rank(sizes, skews, seed: int) -> dict:
         w = weights.for_rank(rank, world, device())
         mine = x.chunk(world)[rank].to(device()).requires_grad_()
         with comm.count_communication() as log:
-            out, _, rows = moe_expert_parallel(mine, w, sizes.top_k, sizes.capacity_factor, skew)
-            out.backward(d_out.chunk(world)[rank].to(device()))
+            with comm.labelled("moe layer", "forward"):
+                out, _, rows = moe_expert_parallel(
+                    mine, w, sizes.top_k, sizes.capacity_factor, skew
+                )
+            with comm.labelled("moe layer", "backward"):
+                out.backward(d_out.chunk(world)[rank].to(device()))
         grads = [mine.grad] + [t.grad for t in w.tensors()]
         results[name] = {
             "out": out.detach(),

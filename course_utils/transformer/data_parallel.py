@@ -1,9 +1,9 @@
-"""Data parallel and FSDP on the transformer, on the chapter's logged collectives (notebook 10).
+"""Data parallel and FSDP on the transformer, counted as the chapter counts (notebook 10).
 
 The other parallelisms of the chapter split the model's activations or its experts; these
 two split the batch, so what they send depends on the parameters, not on the batch or the
 sequence. They are the baseline the chapter's comparison sets TP, SP, CP and EP against,
-measured the same way (every byte through `comm`).
+measured the same way (every byte read at the boundary, `comm`).
 
 - "dp": every rank holds every parameter, trains on its 1/N of the batch, and all-reduces
   the gradients (notebook 04's DDP in one bucket).
@@ -63,6 +63,23 @@ def _my_sequences(sequence: torch.Tensor) -> torch.Tensor:
     return sequence.chunk(n)[rank]
 
 
+def _all_reduce(t: torch.Tensor) -> torch.Tensor:
+    dist.all_reduce(t)
+    return t
+
+
+def _all_gather(mine: torch.Tensor) -> torch.Tensor:
+    whole = mine.new_empty(mine.numel() * dist.get_world_size())
+    dist.all_gather_into_tensor(whole, mine)
+    return whole
+
+
+def _reduce_scatter(t: torch.Tensor) -> torch.Tensor:
+    mine = t.new_empty(t.numel() // dist.get_world_size())
+    dist.reduce_scatter_tensor(mine, t)
+    return mine
+
+
 def _train(sizes: TransformerSizes, kind: str, steps: int) -> tuple[torch.nn.Module, list]:
     """SGD with momentum, as `model.train_steps`, on this rank's share of every batch."""
     n, rank, dev = dist.get_world_size(), dist.get_rank(), device()
@@ -79,19 +96,18 @@ def _train(sizes: TransformerSizes, kind: str, steps: int) -> tuple[torch.nn.Mod
     for sequence in batches(sizes, steps):
         with comm.count_communication() as log:
             if kind == "fsdp":
-                gathered = comm.all_gather(mine, 0, "parameters", "forward")
+                with comm.labelled("parameters", "forward"):
+                    gathered = _all_gather(mine)
                 vector_to_parameters(gathered[: flat.numel()], params)
             for p in params:
                 p.grad = None
             loss_of(model, _my_sequences(sequence).to(dev)).backward()
             grad = torch.zeros(padded, device=dev)
             grad[: flat.numel()] = parameters_to_vector([p.grad for p in params])
-            if kind == "dp":
-                grad = comm.all_reduce(grad, "gradients", "backward") / n
-                theirs = full
-            else:
-                grad = comm.reduce_scatter(grad, 0, "gradients", "backward") / n
-                theirs = mine
+            with comm.labelled("gradients", "backward"):
+                grad = _all_reduce(grad) if kind == "dp" else _reduce_scatter(grad)
+            grad /= n
+            theirs = full if kind == "dp" else mine
             momentum.mul_(0.9).add_(grad)
             theirs.sub_(sizes.lr * momentum)
             if kind == "dp":
@@ -100,9 +116,7 @@ def _train(sizes: TransformerSizes, kind: str, steps: int) -> tuple[torch.nn.Mod
     synchronize()
     seconds = (time.perf_counter() - started) / steps
     if kind == "fsdp":  # the trained model, whole, to compare
-        vector_to_parameters(
-            comm.all_gather(mine, 0, "parameters", "forward")[: flat.numel()], params
-        )
+        vector_to_parameters(_all_gather(mine)[: flat.numel()], params)
     return model, logs[0], seconds
 
 

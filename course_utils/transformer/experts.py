@@ -23,8 +23,6 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from . import comm
-
 __all__ = [
     "MoEWeights",
     "Routing",
@@ -37,7 +35,6 @@ __all__ = [
     "route",
 ]
 
-DISPATCH, COMBINE, COUNTS = "moe dispatch", "moe combine", "moe counts"
 COUNT_BYTES = 8  # the per-expert row counts are int64
 
 
@@ -167,19 +164,27 @@ def moe_one_process(x: torch.Tensor, w: MoEWeights, top_k: int, capacity_factor:
     return torch.cat(outs), routings
 
 
+def _all_to_all(rows: torch.Tensor, send_counts: list[int], recv_counts: list[int]):
+    """Rows of `rows` (split along dim 0 by `send_counts`, one piece per rank) sent to each
+    rank; the rows received, `recv_counts[r]` from rank r, in rank order."""
+    out = rows.new_empty((sum(recv_counts), *rows.shape[1:]))
+    dist.all_to_all_single(out, rows.contiguous(), recv_counts, send_counts)
+    return out
+
+
 class _AllToAll(torch.autograd.Function):
-    """`comm.all_to_all` that autograd can see through: a row's gradient goes back to the
+    """`_all_to_all` that autograd can see through: a row's gradient goes back to the
     rank that sent the row, by the same all-to-all with the counts swapped."""
 
     @staticmethod
-    def forward(ctx, rows, send_counts, recv_counts, where):
-        ctx.counts, ctx.where = (send_counts, recv_counts), where
-        return comm.all_to_all(rows, send_counts, recv_counts, where, "forward")
+    def forward(ctx, rows, send_counts, recv_counts):
+        ctx.counts = (send_counts, recv_counts)
+        return _all_to_all(rows, send_counts, recv_counts)
 
     @staticmethod
     def backward(ctx, grad):
         send, recv = ctx.counts
-        return comm.all_to_all(grad, recv, send, ctx.where, "backward"), None, None, None
+        return _all_to_all(grad, recv, send), None, None
 
 
 def moe_expert_parallel(x: torch.Tensor, w: MoEWeights, top_k: int, capacity_factor: float,
@@ -193,12 +198,12 @@ def moe_expert_parallel(x: torch.Tensor, w: MoEWeights, top_k: int, capacity_fac
     per_rank = w.w1.shape[0]
     sending = torch.bincount(expert, minlength=per_rank * world).view(world, per_rank)
     ones = [1] * world
-    receiving = comm.all_to_all(sending, ones, ones, COUNTS, "forward")  # (source, my expert)
+    receiving = _all_to_all(sending, ones, ones)  # (source rank, my expert)
     send_counts, recv_counts = sending.sum(1).tolist(), receiving.sum(1).tolist()
-    rows = _AllToAll.apply(x[token], send_counts, recv_counts, DISPATCH)
+    rows = _AllToAll.apply(x[token], send_counts, recv_counts)
     local = torch.arange(per_rank, device=x.device).repeat(world)
     row_expert = torch.repeat_interleave(local, receiving.flatten())
-    back = _AllToAll.apply(_experts(rows, row_expert, w), recv_counts, send_counts, COMBINE)
+    back = _AllToAll.apply(_experts(rows, row_expert, w), recv_counts, send_counts)
     out = x.new_zeros(x.shape).index_add(0, token, back * gate[:, None])
     return out, routing, rows.shape[0]
 

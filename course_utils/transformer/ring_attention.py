@@ -1,7 +1,7 @@
 """Context parallelism by hand: ring attention over a sequence split across the ranks.
 
 Each rank holds the queries, keys and values of its share of the sequence. Attention
-needs every key, so the K/V blocks travel round a ring (`comm.exchange`, N-1 hops): at
+needs every key, so the K/V blocks travel round a ring (`parallel.allreduce.exchange`, N-1 hops): at
 each step a rank attends its queries to the block it holds, merges the result into what
 it has so far with the log-sum-exp rule (softmax is not additive, but its numerator and
 denominator are), and passes the block on. No rank ever holds the whole sequence.
@@ -25,7 +25,7 @@ import torch
 import torch.distributed as dist
 
 from ..core.own_answers import own_answer
-from . import comm
+from ..parallel.allreduce import exchange
 
 __all__ = [
     "LAYOUTS",
@@ -42,8 +42,6 @@ __all__ = [
 ]
 
 LAYOUTS = ("contiguous", "zigzag")
-KV = "ring attention K,V"  # the blocks passed round the ring (forward and backward)
-DKV = "ring attention dK,dV"  # their gradients, travelling with them in the backward
 
 
 def check_divisible(seq_len: int, world: int, layout: str) -> None:
@@ -160,11 +158,11 @@ def _attend(q, k, v, mask, scale):
     return torch.exp(scores - safe[..., None]) @ v, lse
 
 
-def _next(block: torch.Tensor, rank: int, world: int, where: str, direction: str):
+def _next(block: torch.Tensor, rank: int, world: int) -> torch.Tensor:
     """Pass `block` to the next rank of the ring; the previous rank's block comes back."""
-    return comm.exchange(
-        block, (rank + 1) % world, torch.empty_like(block), (rank - 1) % world, where, direction
-    )
+    into = torch.empty_like(block)
+    exchange(block.contiguous(), (rank + 1) % world, into, (rank - 1) % world)
+    return into
 
 
 class _RingAttention(torch.autograd.Function):
@@ -183,7 +181,7 @@ class _RingAttention(torch.autograd.Function):
                 part = _attend(q[:, :, qs], kv[0][:, :, ks], kv[1][:, :, ks], mask, scale)
                 out[:, :, qs], lse[:, :, qs] = merge(out[:, :, qs], lse[:, :, qs], *part)
             if step < world - 1:
-                kv = _next(kv, rank, world, KV, "forward")
+                kv = _next(kv, rank, world)
         ctx.save_for_backward(q, k, v, out, lse)
         ctx.layout = layout
         return out
@@ -211,10 +209,10 @@ class _RingAttention(torch.autograd.Function):
                 dq[:, :, qs] += ds @ kb * scale
                 dkv[0][:, :, ks] += ds.transpose(-1, -2) @ qb * scale
             if step < world - 1:
-                kv = _next(kv, rank, world, KV, "backward")
-                dkv = _next(dkv, rank, world, DKV, "backward")
+                kv = _next(kv, rank, world)
+                dkv = _next(dkv, rank, world)
         if world > 1:  # the gradient of rank r+1's block is here: one hop takes it home
-            dkv = _next(dkv, rank, world, DKV, "backward")
+            dkv = _next(dkv, rank, world)
         return dq, dkv[0], dkv[1], None
 
 

@@ -1,99 +1,23 @@
-"""Sequence parallel on top of tensor parallel (Korthikanti et al. 2022), by hand.
-
-Under tensor parallel the LayerNorms, residual additions (and dropout, which this model
-leaves out) run on the whole (batch, seq, width) activations on every rank: N copies of
-the same work and the same saved tensors. Sequence parallel gives each rank 1/N of the
-sequence there. The region operators change with it:
-
-- g's all-reduce becomes a reduce-scatter along the sequence: each rank keeps the sum
-  for its own positions (backward: all-gather);
-- f becomes an all-gather along the sequence, rebuilding the whole input the split
-  attention and MLP need (backward: reduce-scatter).
-
-A ring all-reduce is a reduce-scatter then an all-gather, so the same bytes cross the
-wire as under tensor parallel, only cut at other places. The parameters that now see
-1/N of the sequence (LayerNorms, the row-parallel biases) get 1/N of their gradient on
-each rank: `sync_sequence_parallel_grads` sums them, a parameter-sized all-reduce.
-"""
+"""Notebook 10's sequence parallel: tensor parallel with the LayerNorm regions sharded along
+the sequence (`parallel.sequence_parallel` holds the operators and says why)."""
 
 from __future__ import annotations
 
-import torch
-import torch.distributed as dist
 from torch import nn
 
-from . import comm
+from ..parallel import sequence_parallel as sp
+from ..parallel.tensor_parallel import RowParallelLinear
 from .model import Transformer
-from .tensor_parallel import Op, RowParallelLinear, tensor_parallel_model
+from .tensor_parallel import tensor_parallel_model
 
-__all__ = [
-    "GatherFromSequence",
-    "ReduceScatterToSequence",
-    "sequence_parallel_model",
-    "sequence_parallel_params",
-    "sync_sequence_parallel_grads",
-]
-
-SEQ = 1  # activations are (batch, seq, width)
-
-
-class GatherFromSequence(torch.autograd.Function):
-    """SP's f: all-gather the sequence; backward, reduce-scatter the gradient, whose parts
-    are partial (each rank's heads or neurons) and belong to every rank's positions.
-
-    With `whole_grad` the gradient arriving is already whole on every rank (the replicated
-    head), so backward only keeps this rank's positions."""
-
-    @staticmethod
-    def forward(ctx, x, where, whole_grad=False):
-        ctx.where, ctx.whole_grad = where, whole_grad
-        return comm.all_gather(x, SEQ, where, "forward")
-
-    @staticmethod
-    def backward(ctx, grad):
-        if ctx.whole_grad:
-            return _my_positions(grad), None, None
-        return comm.reduce_scatter(grad, SEQ, ctx.where, "backward"), None, None
-
-
-class ReduceScatterToSequence(torch.autograd.Function):
-    """SP's g: sum the partial outputs, keeping this rank's positions; backward, all-gather."""
-
-    @staticmethod
-    def forward(ctx, partial, where):
-        ctx.where = where
-        return comm.reduce_scatter(partial, SEQ, where, "forward")
-
-    @staticmethod
-    def backward(ctx, grad):
-        return comm.all_gather(grad, SEQ, ctx.where, "backward"), None
-
-
-class _SplitSequence(torch.autograd.Function):
-    """After the replicated embedding: keep my positions; backward, all-gather so the
-    embedding's gradient is whole on every rank."""
-
-    @staticmethod
-    def forward(ctx, x):
-        return _my_positions(x)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return comm.all_gather(grad, SEQ, "embedding", "backward")
-
-
-def _my_positions(x: torch.Tensor) -> torch.Tensor:
-    n, r = dist.get_world_size(), dist.get_rank()
-    if x.shape[SEQ] % n:
-        raise ValueError(
-            f"a sequence of {x.shape[SEQ]} tokens cannot be split evenly over {n} ranks; "
-            f"choose seq_len a multiple of {n}."
-        )
-    return x.chunk(n, dim=SEQ)[r].contiguous()
+__all__ = ["sequence_parallel_model", "sequence_parallel_params", "sync_sequence_parallel_grads"]
 
 
 class _Apply(nn.Module):
-    def __init__(self, op: Op):
+    """An operator as a module: the model calls it where it cuts or joins the sequence, and
+    a hook (`network.labels`) can name what it sends."""
+
+    def __init__(self, op):
         super().__init__()
         self.op = op
 
@@ -101,21 +25,13 @@ class _Apply(nn.Module):
         return self.op(x)
 
 
-def _gather(where: str) -> Op:
-    return lambda x: GatherFromSequence.apply(x, where)
-
-
-def _scatter(where: str) -> Op:
-    return lambda x: ReduceScatterToSequence.apply(x, where)
-
-
 def sequence_parallel_model(model: Transformer) -> Transformer:
     """Tensor parallel with the LayerNorm regions sharded along the sequence (inside a
     launched rank). The embedding and the head stay replicated: the sequence is cut after
-    the one and joined before the other."""
-    split = tensor_parallel_model(model, enter=_gather, leave=_scatter)
-    split.split_sequence = _Apply(_SplitSequence.apply)
-    split.join_sequence = _Apply(lambda x: GatherFromSequence.apply(x, "head", True))
+    the one (`split_sequence`) and joined before the other (`join_sequence`)."""
+    split = tensor_parallel_model(model, enter=sp.enter, leave=sp.leave)
+    split.split_sequence = _Apply(sp.split)
+    split.join_sequence = _Apply(sp.join)
     return split
 
 
@@ -133,8 +49,4 @@ def sequence_parallel_params(model: Transformer) -> list[nn.Parameter]:
 
 def sync_sequence_parallel_grads(model: Transformer) -> None:
     """Sum the sequence-sharded parameters' gradients over the ranks, in one message."""
-    params = sequence_parallel_params(model)
-    flat = torch.cat([p.grad.flatten() for p in params])
-    flat = comm.all_reduce(flat, "sequence-parallel parameters", "backward")
-    for p, part in zip(params, flat.split([p.numel() for p in params]), strict=True):
-        p.grad.copy_(part.view_as(p))
+    sp.sum_gradients(sequence_parallel_params(model))

@@ -14,10 +14,11 @@ import torch
 import torch.distributed as dist
 
 from ..core.checks import NOT_SOLVED, attempt, verdict
+from ..parallel.tensor_parallel import CopyToTensorRegion, ReduceFromTensorRegion
 from ..ranks.bootstrap import device
 from ..ranks.launch import launch
 from .model import MLP
-from .tensor_parallel import CopyToTensorRegion, ReduceFromTensorRegion, TensorParallelMLP
+from .tensor_parallel import TensorParallelMLP
 
 __all__ = ["check_f_and_g"]
 
@@ -56,12 +57,12 @@ def _mlp_gap(f_op, g_op) -> float:
         torch.manual_seed(0)
         whole = MLP(8, 16).to(dev)
     x = torch.randn(2, 4, 8, generator=gen).to(dev)  # cpu: seeded, then moved
-    split = TensorParallelMLP(whole, f_op.apply, g_op.apply)
+    n, r = dist.get_world_size(), dist.get_rank()
+    split = TensorParallelMLP(whole, f_op.apply, g_op.apply, (r, n))
     x1, x2 = x.clone().requires_grad_(), x.clone().requires_grad_()
     y1, y2 = whole(x1), split(x2)
     y1.square().sum().backward()
     y2.square().sum().backward()
-    n, r = dist.get_world_size(), dist.get_rank()
     rows = slice(r * 16 // n, (r + 1) * 16 // n)
     pairs = [(y1, y2), (x1.grad, x2.grad), (whole.fc1.weight.grad[rows], split.fc1.weight.grad),
              (whole.fc2.weight.grad[:, rows], split.fc2.weight.grad)]  # fmt: skip

@@ -72,7 +72,8 @@ class TrainRun:
 def _train_one(sizes: TransformerSizes, kind: str, steps: int, reference: dict) -> dict:
     dev = device()
     model = split(build(sizes, device=dev), kind)
-    after = sync_sequence_parallel_grads if kind == "sp" else None
+    after = _sync_labelled if kind == "sp" else None
+    comm.label_parts(model)
     started = time.perf_counter()
     with comm.count_communication() as log:
         losses = train_steps(model, batches(sizes, steps), sizes.lr, after)
@@ -88,6 +89,11 @@ def _train_one(sizes: TransformerSizes, kind: str, steps: int, reference: dict) 
         for name, p in model.named_parameters()
     )
     return {"max_diff": diff, "losses": losses, "log": log[: len(log) // steps], "seconds": seconds}
+
+
+def _sync_labelled(model) -> None:
+    with comm.labelled("sequence-parallel parameters", "backward"):
+        sync_sequence_parallel_grads(model)
 
 
 def _train_rank(sizes: TransformerSizes, kinds, steps: int, reference: dict) -> dict:

@@ -38,8 +38,10 @@ def test_a_batch_that_does_not_split_is_refused_with_what_to_do():
         data_parallel.batch_split_bytes(100, 2, "zero")
 
 
-def _message(op, ranks=4, nbytes=400, sent=300):
-    return comm.Message(op, "block 0 mlp", "forward", nbytes, ranks, sent)
+def _message(op, ranks=4):
+    """A 400-byte tensor's collective on 4 ranks: what a ring sends of it (a send: 300)."""
+    sent = 600 if op == "all_reduce" else 300
+    return comm.Message(op, "block 0 mlp", "forward", ranks, sent)
 
 
 def test_predicted_time_counts_a_ring_s_messages():

@@ -35,7 +35,7 @@ def _broken_and_refused():
     """A split model without g's all-reduce drifts from one process; sizes that do not
     split evenly are refused."""
     model = M.build(SIZES)
-    broken = tensor_parallel_model(model, leave=lambda where: lambda x: x)
+    broken = tensor_parallel_model(model, leave=lambda x: x)
     tokens = M.batches(SIZES, 1)[0, :, :-1]
     gap = (broken(tokens) - model(tokens)).abs().max().item()
     odd = TransformerSizes(vocab=16, width=12, heads=3, blocks=1, seq_len=8)

@@ -7,7 +7,8 @@ import torch
 import torch.distributed as dist
 from reference import load_solution
 
-from course_utils.transformer import tensor_parallel, tp_exercises
+from course_utils.parallel import tensor_parallel
+from course_utils.transformer import tp_exercises
 
 SOLUTION = load_solution("10_transformer.py")
 SolutionF, SolutionG = SOLUTION.F, SOLUTION.G
