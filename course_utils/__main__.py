@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 
@@ -33,10 +34,13 @@ def _report(problems: list[str]) -> int:
 
 
 def bench(args) -> int:
-    result = args.bench_module.run(args)
-    if args.json:
+    if args.json:  # stdout holds the JSON alone: what the bench says on the way goes to stderr
+        with contextlib.redirect_stdout(sys.stderr):
+            result = args.bench_module.run(args)
         print(json.dumps(result))
-    elif hasattr(args.bench_module, "text"):
+        return 0
+    result = args.bench_module.run(args)
+    if hasattr(args.bench_module, "text"):
         print(args.bench_module.text(result))
     else:
         for key, value in result.items():

@@ -65,6 +65,24 @@ def test_bench_launch_prints_one_json_object():
     assert result["world_size"] == 2 and result["seconds_median"] > 0
 
 
+class _TalkativeBench:
+    """A bench that says something on the way, as one that finds the machine busy does."""
+
+    @staticmethod
+    def run(args):
+        print("busy machine: 1.6 of 2 cores taken by others; measuring again")
+        return {"seconds": 1.0}
+
+
+def test_bench_json_keeps_stdout_for_the_json_alone(capsys):
+    from argparse import Namespace
+
+    assert cli.bench(Namespace(json=True, bench_module=_TalkativeBench)) == 0
+    out = capsys.readouterr()
+    assert json.loads(out.out) == {"seconds": 1.0}
+    assert "busy machine" in out.err
+
+
 def test_data_mnist1d_prepares_the_cache(tmp_path):
     import os
 
