@@ -21,6 +21,8 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
+from .renamed import all_gather_single, reduce_scatter_single
+
 SEQ = 1  # activations are (batch, seq, width)
 
 
@@ -39,7 +41,7 @@ def all_gather_sequence(x: torch.Tensor, group=None) -> torch.Tensor:
     """Every rank's positions, joined in rank order along the sequence."""
     n = dist.get_world_size(group)
     pieces = x.new_empty((n * x.shape[0], *x.shape[1:]))  # rank after rank along dim 0
-    dist.all_gather_into_tensor(pieces, x.contiguous(), group=group)
+    all_gather_single(pieces, x.contiguous(), group)
     return torch.cat(pieces.chunk(n), dim=SEQ)
 
 
@@ -49,7 +51,7 @@ def reduce_scatter_sequence(x: torch.Tensor, group=None) -> torch.Tensor:
     n = dist.get_world_size(group)
     pieces = torch.cat(x.chunk(n, dim=SEQ))  # rank r's positions r-th along dim 0
     mine = pieces.new_empty((x.shape[0], *pieces.shape[1:]))
-    dist.reduce_scatter_tensor(mine, pieces, group=group)
+    reduce_scatter_single(mine, pieces, group)
     return mine
 
 

@@ -90,9 +90,9 @@ def comparison(sizes, world: int, tp: dict, ring, moe, batch_split: dict) -> lis
     rows.append(Row("EP", "MoE layer", sent, formula, list(moe.log), TOKENS))
     for kind, name in (("dp", "DP"), ("fsdp", "FSDP")):
         run = batch_split[kind, world]
-        rows.append(Row(name, "step", comm.bytes_sent(run.step_log),
-                        batch_split_bytes(run.parameters, world, kind), list(run.step_log),
-                        "parameters, once per step"))  # fmt: skip
+        formula = batch_split_bytes(run.parameters, world, kind, run.tensors)
+        rows.append(Row(name, "step", comm.bytes_sent(run.step_log), formula,
+                        list(run.step_log), "parameters, once per step"))  # fmt: skip
     return rows
 
 

@@ -6,7 +6,7 @@ sequence. They are the baseline the chapter's comparison sets TP, SP, CP and EP 
 measured the same way (every byte read at the boundary, `comm`).
 
 - "dp": every rank holds every parameter, trains on its 1/N of the batch, and all-reduces
-  the gradients (notebook 04's DDP in one bucket).
+  the gradients while the backward pass runs (`parallel.data_parallel.DataParallel`).
 - "fsdp": every rank keeps 1/N of a flat copy of the parameters between steps (FSDP2 with
   `reshard_after_forward=False`, ZeRO-2's traffic): it all-gathers them before the
   forward and reduce-scatters the gradients after the backward, then updates its own 1/N.
@@ -25,10 +25,12 @@ from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
 from ..core import progress
 from ..core.sizes_transformer import TransformerSizes
+from ..parallel.data_parallel import DataParallel
+from ..parallel.renamed import all_gather_single, reduce_scatter_single
 from ..ranks.bootstrap import device, synchronize
 from ..ranks.launch import launch
 from . import comm
-from .model import batches, build, loss_of, one_process_steps
+from .model import batches, build, loss_of, one_process_steps, train_steps
 
 __all__ = ["KINDS", "BatchSplitRun", "batch_split_bytes", "train_batch_split"]
 
@@ -42,18 +44,20 @@ class BatchSplitRun:
     world_size: int
     max_diff: float  # largest |parameter - one process's|, over every rank
     parameters: int  # of the model
+    tensors: int  # parameter tensors of the model (a tied one once)
     step_log: list[comm.Message]  # rank 0's messages during the first step
     step_seconds: float = 0.0  # rank 0's wall time per step, averaged over the steps
 
 
-def batch_split_bytes(parameters: int, ranks: int, kind: str) -> int:
-    """Bytes one rank sends per step: a ring all-reduce of the gradients (dp), or an
+def batch_split_bytes(parameters: int, ranks: int, kind: str, tensors: int = 0) -> int:
+    """Bytes one rank sends per step: a ring all-reduce of the gradients and of one "used"
+    flag per parameter tensor (dp: `DataParallel`, as DDP's used-parameter map), or an
     all-gather of the parameters and a reduce-scatter of the gradients (fsdp), each
-    (N-1)/N of the padded flat vector: the same total."""
-    padded = -(-parameters // ranks) * ranks
+    (N-1)/N of the flat vector padded to N equal chunks."""
     if kind not in KINDS:
         raise ValueError(f"kind={kind!r} is not one of {', '.join(KINDS)}.")
-    return 2 * (ranks - 1) * padded * FP32 // ranks
+    sent = parameters + tensors if kind == "dp" else -(-parameters // ranks) * ranks
+    return 2 * (ranks - 1) * sent * FP32 // ranks
 
 
 def _my_sequences(sequence: torch.Tensor) -> torch.Tensor:
@@ -63,61 +67,69 @@ def _my_sequences(sequence: torch.Tensor) -> torch.Tensor:
     return sequence.chunk(n)[rank]
 
 
-def _all_reduce(t: torch.Tensor) -> torch.Tensor:
-    dist.all_reduce(t)
-    return t
-
-
 def _all_gather(mine: torch.Tensor) -> torch.Tensor:
     whole = mine.new_empty(mine.numel() * dist.get_world_size())
-    dist.all_gather_into_tensor(whole, mine)
+    all_gather_single(whole, mine)
     return whole
 
 
 def _reduce_scatter(t: torch.Tensor) -> torch.Tensor:
     mine = t.new_empty(t.numel() // dist.get_world_size())
-    dist.reduce_scatter_tensor(mine, t)
+    reduce_scatter_single(mine, t)
     return mine
 
 
-def _train(sizes: TransformerSizes, kind: str, steps: int) -> tuple[torch.nn.Module, list]:
-    """SGD with momentum, as `model.train_steps`, on this rank's share of every batch."""
-    n, rank, dev = dist.get_world_size(), dist.get_rank(), device()
-    model = build(sizes, device=dev)
-    params = list(model.parameters())
-    flat = parameters_to_vector(params).detach()
-    padded = -(-flat.numel() // n) * n
-    full = torch.zeros(padded, device=dev)
-    full[: flat.numel()] = flat
-    mine = full.chunk(n)[rank].clone()  # fsdp: what this rank keeps between steps
-    momentum = torch.zeros_like(full if kind == "dp" else mine)
-    logs = []
+def _train(sizes: TransformerSizes, kind: str, steps: int) -> tuple[torch.nn.Module, list, float]:
+    """The trained model (whole), rank 0's messages of one step, the seconds per step."""
+    model = build(sizes, device=device())
+    replica = DataParallel(model) if kind == "dp" else None  # rank 0's weights, sent now
     started = time.perf_counter()
-    for sequence in batches(sizes, steps):
-        with comm.count_communication() as log:
-            if kind == "fsdp":
-                with comm.labelled("parameters", "forward"):
-                    gathered = _all_gather(mine)
-                vector_to_parameters(gathered[: flat.numel()], params)
-            for p in params:
-                p.grad = None
-            loss_of(model, _my_sequences(sequence).to(dev)).backward()
-            grad = torch.zeros(padded, device=dev)
-            grad[: flat.numel()] = parameters_to_vector([p.grad for p in params])
-            with comm.labelled("gradients", "backward"):
-                grad = _all_reduce(grad) if kind == "dp" else _reduce_scatter(grad)
-            grad /= n
-            theirs = full if kind == "dp" else mine
-            momentum.mul_(0.9).add_(grad)
-            theirs.sub_(sizes.lr * momentum)
-            if kind == "dp":
-                vector_to_parameters(full[: flat.numel()], params)
-        logs.append(log)
+    with comm.count_communication() as log:
+        mine = _train_dp(replica, sizes, steps) if replica else _train_fsdp(model, sizes, steps)
     synchronize()
     seconds = (time.perf_counter() - started) / steps
     if kind == "fsdp":  # the trained model, whole, to compare
-        vector_to_parameters(_all_gather(mine)[: flat.numel()], params)
-    return model, logs[0], seconds
+        params = list(model.parameters())
+        vector_to_parameters(_all_gather(mine)[: sum(p.numel() for p in params)], params)
+    if len(log) % steps:
+        raise RuntimeError(f"{len(log)} messages in {steps} steps: the steps sent different ones")
+    return model, log[: len(log) // steps], seconds
+
+
+def _train_dp(replica: DataParallel, sizes: TransformerSizes, steps: int) -> None:
+    """`parallel.data_parallel.DataParallel`: its buckets all-reduced while backward runs,
+    SGD with momentum as `model.train_steps`, on this rank's share of every batch."""
+    mine = torch.stack([_my_sequences(s) for s in batches(sizes, steps)])
+    with comm.labelled("gradients", "backward"):
+        train_steps(replica, mine, sizes.lr, after_backward=DataParallel.finish_gradient_sync)
+
+
+def _train_fsdp(model: torch.nn.Module, sizes: TransformerSizes, steps: int) -> torch.Tensor:
+    """This rank's 1/N of a flat copy of the parameters, kept between steps: all-gathered
+    before the forward, the gradients reduce-scattered after the backward, SGD with
+    momentum (as `model.train_steps`) on its own 1/N, which it returns."""
+    n, rank = dist.get_world_size(), dist.get_rank()
+    params = list(model.parameters())
+    flat = parameters_to_vector(params).detach()
+    padded = -(-flat.numel() // n) * n
+    full = torch.zeros(padded, device=flat.device)
+    full[: flat.numel()] = flat
+    mine = full.chunk(n)[rank].clone()
+    momentum = torch.zeros_like(mine)
+    for sequence in batches(sizes, steps):
+        with comm.labelled("parameters", "forward"):
+            gathered = _all_gather(mine)
+        vector_to_parameters(gathered[: flat.numel()], params)
+        for p in params:
+            p.grad = None
+        loss_of(model, _my_sequences(sequence).to(flat.device)).backward()
+        grad = torch.zeros(padded, device=flat.device)
+        grad[: flat.numel()] = parameters_to_vector([p.grad for p in params])
+        with comm.labelled("gradients", "backward"):
+            grad = _reduce_scatter(grad) / n
+        momentum.mul_(0.9).add_(grad)
+        mine.sub_(sizes.lr * momentum)
+    return mine
 
 
 def _train_rank(sizes: TransformerSizes, kinds, steps: int, reference: dict) -> dict:
@@ -133,6 +145,7 @@ def _train_rank(sizes: TransformerSizes, kinds, steps: int, reference: dict) -> 
             "max_diff": diff,
             "log": log,
             "parameters": sum(p.numel() for p in model.parameters()),
+            "tensors": len(list(model.parameters())),
             "seconds": seconds,
         }
     bar.close()
@@ -153,7 +166,7 @@ def train_batch_split(
         for kind in kinds:
             mine = [r[kind] for r in out]
             runs[kind, n] = BatchSplitRun(
-                kind, n, max(r["max_diff"] for r in mine), mine[0]["parameters"], mine[0]["log"],
-                mine[0]["seconds"],
+                kind, n, max(r["max_diff"] for r in mine), mine[0]["parameters"],
+                mine[0]["tensors"], mine[0]["log"], mine[0]["seconds"],
             )  # fmt: skip
     return runs

@@ -25,7 +25,7 @@ def test_dp_and_fsdp_equal_one_process_and_send_their_formula_on_2_and_4_ranks()
     for (kind, n), run in runs.items():
         assert run.max_diff <= SIZES.tolerance, kind
         assert comm.bytes_sent(run.step_log) == data_parallel.batch_split_bytes(
-            run.parameters, n, kind
+            run.parameters, n, kind, run.tensors
         )
     assert [m.op for m in runs["fsdp", 2].step_log] == ["all_gather", "reduce_scatter"]
     assert [m.op for m in runs["dp", 2].step_log] == ["all_reduce"]
