@@ -2,7 +2,8 @@
 
 The bytes of weights, gradients, Adam state and activations measured on every rank
 (`anatomy`), against the 16-bytes-per-parameter rule of mixed-precision Adam; ZeRO-1, 2
-and 3 written by hand on 05's ring phases (`ring`, `zero`, `runs`) and checked against
+and 3 written by hand on 05's ring phases (`parallel.zero`; built and measured by `zero`,
+`runs`) and checked against
 DDP and the paper's formulas (`formulas`), their peaks counted by the allocator (`peak`);
 PyTorch's FSDP2 on gloo (`fsdp`, `fsdp_options`), every run against one fp64 process and
 torch's DDP (`reference`); bf16, fp16

@@ -20,7 +20,15 @@ from ..ranks.launch import launch
 from .anatomy import SavedBytes
 from .formulas import model_state_bytes, peak_bytes
 from .peak import peak_bytes_during
-from .zero import STAGES, ZeroRank, mlp
+from .zero import (
+    STAGES,
+    held_bytes,
+    largest_layer,
+    mlp,
+    parameter_count,
+    stepped_bytes,
+    zero_rank,
+)
 
 __all__ = ["batches", "compare_stages", "train_stages"]
 
@@ -42,7 +50,7 @@ def train_stages(widths, stages, x: torch.Tensor, y: torch.Tensor, lr: float) ->
     The stages take turns step by step, so that a busy machine slows all of them alike.
     """
     rank, world = dist.get_rank(), dist.get_world_size()
-    zeros = {stage: ZeroRank(mlp(widths), stage, world, lr) for stage in stages}
+    zeros = {stage: zero_rank(mlp(widths), stage, world, lr) for stage in stages}
     times = {stage: [] for stage in stages}
     sent = {stage: [] for stage in stages}
     per_rank = x.shape[1] // world
@@ -61,37 +69,37 @@ def train_stages(widths, stages, x: torch.Tensor, y: torch.Tensor, lr: float) ->
         row.update(
             peak=peak,
             activations=activations,
-            largest_layer=zero.largest_layer(),
+            largest_layer=largest_layer(zero),
             predicted_peak=peak_bytes(
-                row["numel"], zero.world, zero.stage, zero.largest_layer(), activations,
-                zero.stepped_bytes(),
+                row["numel"], zero.world, zero.stage, largest_layer(zero), activations,
+                stepped_bytes(zero),
             ),
         )  # fmt: skip
     return rows
 
 
-def _peak_step(zero: ZeroRank, x: torch.Tensor, y: torch.Tensor) -> tuple[int, int]:
+def _peak_step(zero, x: torch.Tensor, y: torch.Tensor) -> tuple[int, int]:
     """One more step, under the allocator's accounting: the most bytes the rank held at
     once (its model state plus the step's worst moment), and the activations it saved.
     It comes after the rows are taken, so the parameters compared with DDP's (and FSDP2's)
     have seen the same steps."""
     dist.barrier()
-    held = sum(zero.held_bytes().values())
-    with SavedBytes(zero.held_tensors()) as saved:
+    held = sum(held_bytes(zero).values())
+    with SavedBytes(zero.held()[0]) as saved:
         _, extra = peak_bytes_during(lambda: zero.step(x, y))
     return held + extra, saved.nbytes
 
 
-def _row(zero: ZeroRank, times: list, sent: list) -> dict:
-    numel, world = zero.parameter_count(), zero.world
+def _row(zero, times: list, sent: list) -> dict:
+    numel, world = parameter_count(zero), zero.world
     return {
         "stage": zero.stage,
         "world_size": world,
         "rank": dist.get_rank(),
         "numel": numel,
         "params": zero.full_parameters(),
-        "held": zero.held_bytes(),
-        "measured": sum(zero.held_bytes().values()),
+        "held": held_bytes(zero),
+        "measured": sum(held_bytes(zero).values()),
         "predicted": model_state_bytes(numel, world, zero.stage),
         "bytes_sent": round(statistics.median(sent)),  # the same every step
         "step_seconds": statistics.median(times[1:] or times),  # the first step warms up

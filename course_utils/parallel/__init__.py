@@ -10,12 +10,14 @@ imports torch and itself only, so a spawned rank that needs an algorithm starts 
   all-gather halves), halving-doubling (notebook 05; the ring also serves ZeRO in 08).
 - `data_parallel`: gradients averaged by hand after backward, and in buckets while
   backward runs, on any model (notebooks 04 and 10).
+- `zero`, `zero3`: DDP and ZeRO's stages 1, 2 and 3, each a class of its own, with any
+  optimizer (notebook 08).
 - `tensor_parallel`: Megatron's f and g, the column- and row-parallel layers, on any
   process group (notebook 06's MLP, 10's transformer, one dimension of 11's mesh).
 - `sequence_parallel`: f and g turned into an all-gather and a reduce-scatter along the
   sequence (notebook 10).
 """
 
-from . import allreduce, data_parallel, sequence_parallel, tensor_parallel
+from . import allreduce, data_parallel, sequence_parallel, tensor_parallel, zero, zero3
 
-__all__ = ["allreduce", "data_parallel", "sequence_parallel", "tensor_parallel"]
+__all__ = ["allreduce", "data_parallel", "sequence_parallel", "tensor_parallel", "zero", "zero3"]
