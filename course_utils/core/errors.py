@@ -52,6 +52,15 @@ class LaunchTimeout(LaunchError):
     """A launch did not finish within its timeout: some rank hung, or ranks deadlocked."""
 
 
+class ChildError(CourseError):
+    """A call `ranks.launch.run_in_child` made raised, died or overran its timeout;
+    `outcome` says which."""
+
+    def __init__(self, message: str, outcome):
+        super().__init__(message)
+        self.outcome = outcome
+
+
 class ProfileError(CourseError, ValueError):
     """An unknown profile name."""
 

@@ -1,9 +1,10 @@
 """`python -m course_utils doctor`: what the course will run with, and what would break it.
 
 It never starts CUDA in its own process (GPUs are counted through NVML), so what it says
-about forking holds for the notebook kernel too: it forks a child (through `ranks.pool`,
-like every child the course starts) and asks whether that child could still use CUDA.
-Every problem comes with what to do; the exit code is 1 if there is any.
+about forking holds for the notebook kernel too: it forks a child (through
+`ranks.launch.run_in_child`, like every child the course starts) and asks whether that
+child could still use CUDA. Every problem comes with what to do; the exit code is 1 if
+there is any.
 """
 
 from __future__ import annotations
@@ -79,13 +80,15 @@ def forked_child_in_bad_fork() -> bool:
 
     A probe that fails or hangs (30 s) counts as yes: forking is then not to be trusted.
     """
-    from ..ranks import pool, processes
+    from ..core.errors import ChildError
+    from ..ranks import processes
+    from ..ranks.launch import run_in_child
 
     if not processes.can_fork():
         return False
     try:
-        return pool.run_in_child(_in_bad_fork, start_method="fork", timeout=30)
-    except pool.ChildError:
+        return run_in_child(_in_bad_fork, start_method="fork", timeout=30)
+    except ChildError:
         return True
 
 

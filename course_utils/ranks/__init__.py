@@ -3,9 +3,9 @@
 Notebook 00 (`00_launching_ranks.ipynb`) is this folder's chapter: `launch` and its
 pre-flight checks, what a rank does before the learner's function (`bootstrap`), the one
 process manager that `launch`, the sweep's trials and the local torchrun "nodes" share
-(`processes`, with `pool` running calls in children for the sweep and doctor's probe),
-the torchrun entry point and a rehearsal of several nodes on one machine, with the
-chapter's charts, exercise and start-up benchmark.
+(`processes`; `supervisor` watches ranks and `run_calls`' independent calls alike), the
+torchrun entry point and a rehearsal of several nodes on one machine, with the chapter's
+charts, exercise and start-up benchmark.
 
 The names a notebook calls are resolved on first use: every rank imports this package,
 and should not pay for matplotlib or torchrun's helpers to run the learner's function.

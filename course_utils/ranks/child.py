@@ -1,5 +1,8 @@
 """A rank's side of `launch`: set up, join the group, run the function, send back what came of it.
 
+A call (`launch.run_calls`: a sweep's trial, doctor's probe) runs here too, as a child
+that joins no group and prints straight to its own standard streams.
+
 The result travels back pickled, its tensors moved to the CPU; an exception travels back
 described (type, message, traceback, the object itself when it pickles), marked as
 secondary when it is a peer's failure seen from here rather than this rank's own.
@@ -44,40 +47,45 @@ class RankSpec:
 
     world_size: int
     backend: str
-    timeout: float
+    timeout: float | None  # None: a call without a time limit
     init_method: str
     payload: bytes
     parent_pid: int
     name: str
     allow_failures: bool = False
     threads: int = 1
+    joins_group: bool = True  # False: an independent call
+    gpu: str | None = None  # the one GPU an independent call sees, if any
 
 
-def rank_main(spec: RankSpec, r: int, result_conn, out_conn, err_conn) -> None:
+def rank_main(spec: RankSpec, r: int, result_conn, out_conn=None, err_conn=None) -> None:
     """Runs in the child: bootstrap, run the function, send back its result or its error."""
-    processes.child_setup(spec.parent_pid, spec.threads, out_conn.fileno(), err_conn.fileno())
+    fds = [None if conn is None else conn.fileno() for conn in (out_conn, err_conn)]
+    processes.child_setup(spec.parent_pid, spec.threads, *fds)  # a call keeps fds 1 and 2
     # A crash in C++ (gloo aborting on a bad buffer, a segfault) shows this rank's Python
     # stack under its own prefix; an inherited handler would write to the parent's terminal.
     faulthandler.enable(file=sys.stderr, all_threads=False)
     faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=False)
-    rank_setup.set_rank_environment(r, spec.world_size, r, spec.world_size)
+    if spec.joins_group:
+        rank_setup.set_rank_environment(r, spec.world_size, r, spec.world_size)
     if spec.backend == "gloo" and "GLOO_SOCKET_IFNAME" not in os.environ:
         lo = rank_setup.loopback_interface()
         if lo:
             os.environ["GLOO_SOCKET_IFNAME"] = lo
-    joined = False
+    if spec.gpu is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = spec.gpu
+    joined = not spec.joins_group
     try:  # choosing the GPU is inside: a CUDA failure here is this rank's error, named
         rank_setup.prepare(spec.backend, r, spec.threads)
         fn, args, kwargs = cloudpickle.loads(spec.payload)
-        rank_setup.init_process_group(
-            spec.backend, spec.timeout, spec.init_method, rank=r, world_size=spec.world_size
-        )
-        joined = True
-        _wait_for_every_rank_to_join(result_conn)
-        if r == 0:  # one bar per launch: rank 0's, drawn by the parent
-            progress.send_to(
-                lambda state: result_conn.send_bytes(pickle.dumps(("progress", state)))
+        if spec.joins_group:
+            rank_setup.init_process_group(
+                spec.backend, spec.timeout, spec.init_method, rank=r, world_size=spec.world_size
             )
+            joined = True
+            _wait_for_every_rank_to_join(result_conn)
+            if r == 0:  # one bar per launch: rank 0's, drawn by the parent
+                progress.send_to(_progress_to(result_conn))
         value = fn(*args, **kwargs)
         message = ("ok", _dumps_result(_to_cpu(value)))
     except BaseException as exc:  # noqa: BLE001 - everything must reach the parent
@@ -85,7 +93,7 @@ def rank_main(spec: RankSpec, r: int, result_conn, out_conn, err_conn) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     result_conn.send_bytes(pickle.dumps(message))
-    if message[0] == "error":
+    if message[0] == "error" and spec.joins_group:
         # Stay until the parent stops us: exiting now would make every peer fail with a
         # "connection closed" of its own, burying this rank's real error in their noise.
         time.sleep(spec.timeout + 60)

@@ -1,9 +1,10 @@
-"""What went wrong in a launch, in words: which rank failed first, or where the ranks hung.
+"""How a child ended, in words: which rank failed first, where the ranks hung, how a call ended.
 
 The supervisor records the failures and, at a timeout, each unfinished rank's
 faulthandler stack dump; these functions turn them into the `LaunchError` or
-`LaunchTimeout` the learner reads. A rank's own exception beats a peer's "connection
-closed"; a timeout where every rank waits inside torch.distributed is called a deadlock.
+`LaunchTimeout` the learner reads, or into an independent call's `Outcome`. A rank's
+own exception beats a peer's "connection closed"; a timeout where every rank waits
+inside torch.distributed is called a deadlock.
 """
 
 from __future__ import annotations
@@ -11,10 +12,63 @@ from __future__ import annotations
 import os
 import re
 import sys
+from dataclasses import dataclass
 
 from ..core.errors import LaunchError, LaunchTimeout
+from . import processes
 
 _FRAME = re.compile(r'File "(.*)", line (\d+) in (.*)')
+
+
+@dataclass
+class RankFailure:
+    """How one rank failed; in the results of `launch(..., allow_failures=True)`."""
+
+    rank: int
+    when: float
+    kind: str  # "raised" | "died" | "unreadable" (a result that cannot be unpickled here)
+    exc_type: str = ""
+    message: str = ""
+    traceback: str = ""
+    original: BaseException | None = None
+    secondary: bool = False
+    in_setup: bool = False  # raised while joining the group, before `fn` ran
+
+
+@dataclass
+class Outcome:
+    """How one independent call ended, and when (`time.perf_counter()` in this process).
+
+    `status` is "ok" (`value` holds what the call returned), "raised" (`error` is
+    "ValueError: ..." and `traceback` its text), "died" (its process ended without
+    answering; `error` says how, e.g. "was killed by SIGKILL") or "timeout".
+    """
+
+    index: int  # position in the calls
+    slot: int  # which of the `jobs` lanes ran it
+    start: float
+    end: float
+    status: str = "ok"
+    value: object = None
+    error: str = ""
+    traceback: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+def call_outcome(rk, lane: int, failure, now: float, timeout) -> Outcome:
+    """How the call that `rk` ran ended, from the failure recorded for it or its lack of one."""
+    outcome = Outcome(rk.rank, lane, rk.started, now, value=rk.result)
+    if not rk.done:
+        outcome.status, outcome.error = "timeout", f"TimeoutError: stopped after {timeout:g} s"
+    elif failure is not None and failure.kind == "died":
+        outcome.status, outcome.error = "died", processes.exit_reason(rk.process.exitcode)
+    elif failure is not None:
+        outcome.status, outcome.error = "raised", f"{failure.exc_type}: {failure.message}"
+        outcome.traceback = failure.traceback
+    return outcome
 
 
 def raise_failure(failures: dict, spec, returned: list[int] = ()):

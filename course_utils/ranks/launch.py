@@ -7,9 +7,12 @@ failure into a `LaunchError` naming the rank that failed first, with its own tra
 Whatever happens - an exception, a hang, a killed rank, an interrupted kernel - every
 process of the launch is gone when the call returns.
 
-This module checks the arguments and starts the ranks; what a rank runs is in `child`,
-the watching in `supervisor`, the wording of failures in `diagnosis`, and the process
-handling it shares with the sweep and the local torchrun nodes in `processes`.
+`run_calls` starts independent calls the same way (the sweep's trials, doctor's probe):
+children that join no group, a few at a time, each stopped on its own when it ends.
+
+This module checks the arguments and starts the children; what a child runs is in
+`child`, the watching in `supervisor`, the wording of failures in `diagnosis`, and the
+process handling it shares with the local torchrun nodes in `processes`.
 """
 
 from __future__ import annotations
@@ -17,17 +20,22 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 import cloudpickle
 
-from ..core.errors import LaunchError, Stopped
+from ..core.errors import ChildError, LaunchError, Stopped
 from . import bootstrap as rank_setup
 from . import limits, processes
 from .child import RankSpec, rank_main
-from .supervisor import RankFailure, RankHandle, close_streams, stop_all, supervise
+from .diagnosis import Outcome, RankFailure
+from .supervisor import RankHandle, close_streams, stop_all, supervise, supervise_calls
 
-__all__ = ["DEFAULT_TIMEOUT", "RankFailure", "launch", "live_children"]
+__all__ = [
+    "DEFAULT_TIMEOUT", "Outcome", "RankFailure", "launch", "live_children", "run_calls",
+    "run_in_child",
+]  # fmt: skip
 
 DEFAULT_TIMEOUT = 120.0
 BEFORE_RANKS = "launch interrupted before any rank started: nothing is left running"
@@ -134,6 +142,60 @@ def launch(
         raise Stopped(stopped) from None
 
 
+def run_calls(
+    fn,
+    calls: Sequence[dict],
+    jobs: int = 1,
+    timeout: float | None = None,
+    start_method: str | None = None,
+    gpus: Sequence[str] = (),
+    on_done: Callable[[Outcome], None] | None = None,
+) -> list[Outcome]:
+    """Call `fn(**kwargs)` for each `kwargs` in `calls`, each in a new child, `jobs` at once.
+
+    Returns one `Outcome` per call, in the order of `calls`; a call that fails or overruns
+    `timeout` does not stop the others. `fn` travels by value, as a rank's does. Children
+    are forked unless CUDA runs here; a forked child computes on one thread, a spawned one
+    on its share of the cores. With `gpus`, lane k sees only GPU `gpus[k % len(gpus)]`.
+    `on_done` is told of each call as it ends (a progress bar), from this process.
+    """
+    limits.check_jobs(jobs)
+    ctx = processes.context(start_method)  # warms up torch's imports before a fork
+    method = ctx.get_start_method()
+    threads = rank_setup.threads_for(min(jobs, len(calls)), method)
+    spec = RankSpec(
+        world_size=1, backend="", timeout=timeout, init_method="", payload=b"",  # set per call
+        parent_pid=os.getpid(), name=getattr(fn, "__name__", type(fn).__name__),
+        threads=threads, joins_group=False,
+    )  # fmt: skip
+
+    def start_call(index: int, lane: int) -> RankHandle:
+        gpu = gpus[lane % len(gpus)] if gpus else None
+        payload = _pickle_payload(fn, (), calls[index])
+        with processes.main_module_hidden(method):
+            return _start_rank(ctx, replace(spec, payload=payload, gpu=gpu), index)
+
+    return supervise_calls(start_call, len(calls), jobs, timeout, on_done)
+
+
+def run_in_child(fn, kwargs: dict | None = None, start_method=None, timeout=None):
+    """`fn(**kwargs)`'s return value, computed in a child process; `ChildError` if it fails.
+
+    For a question only a fresh child can answer (doctor's "could a forked child still use
+    CUDA?"), asked with the same care as any child of the course: stopped at `timeout`,
+    and gone when this returns.
+    """
+    (outcome,) = run_calls(fn, [kwargs or {}], timeout=timeout, start_method=start_method)
+    if outcome.ok:
+        return outcome.value
+    name = getattr(fn, "__qualname__", repr(fn))
+    if outcome.status == "died":
+        message = f"the child process running {name} {outcome.error} before answering"
+    else:
+        message = f"{name} failed in its child process: {outcome.error}"
+    raise ChildError(message, outcome)
+
+
 def default_timeout() -> float:
     """The profile's `launch_timeout`; the cpu profile's when the profile cannot run here."""
     from ..core import profiles
@@ -209,19 +271,19 @@ def _unpicklable_part(fn, args, kwargs) -> str:
 
 
 def _start_rank(ctx, spec: RankSpec, r: int) -> RankHandle:
+    """Start rank `r`, or call `r`; a rank's output comes back on pipes, to be prefixed."""
     result_read, result_write = ctx.Pipe()  # duplex: results up, "all joined, go" down
-    out_read, out_write = ctx.Pipe(duplex=False)
-    err_read, err_write = ctx.Pipe(duplex=False)
-    process = ctx.Process(
-        target=rank_main,
-        args=(spec, r, result_write, out_write, err_write),
-        name=f"course-rank-{r}",
-    )
-    process.start()
-    for conn in (result_write, out_write, err_write):
-        conn.close()
+    targets = (sys.stdout, sys.stderr) if spec.joins_group else ()
+    outputs = [ctx.Pipe(duplex=False) for _ in targets]
+    writes = [result_write, *(write for _, write in outputs)]
+    name = f"course-rank-{r}" if spec.joins_group else "course-call"
+    process = ctx.Process(target=rank_main, args=(spec, r, *writes), name=name)
+    try:
+        process.start()
+    finally:
+        for conn in writes:
+            conn.close()
     streams = {
-        out_read.fileno(): [sys.stdout, b"", out_read],
-        err_read.fileno(): [sys.stderr, b"", err_read],
+        read.fileno(): [to, b"", read] for to, (read, _) in zip(targets, outputs, strict=True)
     }
     return RankHandle(rank=r, process=process, result_conn=result_read, streams=streams)

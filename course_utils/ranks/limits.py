@@ -60,6 +60,13 @@ def check_world_size(world_size) -> int:
     return n
 
 
+def check_jobs(jobs) -> int:
+    """`jobs` if it is a whole number of children at a time >= 1, else a ValueError."""
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f"jobs must be a whole number >= 1, got {jobs!r}.")
+    return jobs
+
+
 def check_timeout(timeout) -> float:
     """A finite number of seconds above 0 (inf overflows gloo's timer; nan fails in the rank)."""
     if (

@@ -1,9 +1,10 @@
-"""The parent's side of `launch`: watch every rank until each has a result, or stop them all.
+"""The parent's side of `launch`: watch every child until each has a result, or stop them.
 
-One loop waits on every rank's pipes and exit at once: output lines are printed with a
-`[rank r]` prefix as they come, results and errors are received, a rank that vanishes is
-recorded as dead. The first failure (after a short grace, to see which came first) or
-the timeout stops every rank; `diagnosis` then says what happened.
+One loop waits on every child's pipes and exit at once: output lines are printed with a
+`[rank r]` prefix as they come, results and errors are received, a child that vanishes is
+recorded as dead. For a launch's ranks, the first failure (after a short grace, to see
+which came first) or the timeout stops every rank; `diagnosis` then says what happened.
+Independent calls (`supervise_calls`) run a few at a time, each stopped on its own.
 """
 
 from __future__ import annotations
@@ -19,25 +20,11 @@ import cloudpickle
 
 from ..core import progress
 from . import diagnosis, processes, rank_output
+from .diagnosis import RankFailure
 
 _GRACE = 0.3  # seconds to collect simultaneous failures before deciding which came first
 SETUP_ATTEMPTS = 3  # starts of the ranks when peers fail to connect while the group forms
 setup_restarts = 0  # how many times, in this process, ranks were started again (for bench)
-
-
-@dataclass
-class RankFailure:
-    """How one rank failed; in the results of `launch(..., allow_failures=True)`."""
-
-    rank: int
-    when: float
-    kind: str  # "raised" | "died" | "unreadable" (a result that cannot be unpickled here)
-    exc_type: str = ""
-    message: str = ""
-    traceback: str = ""
-    original: BaseException | None = None
-    secondary: bool = False
-    in_setup: bool = False  # raised while joining the group, before `fn` ran
 
 
 @dataclass
@@ -54,6 +41,7 @@ class RankHandle:
     released: bool = False
     held: list = field(default_factory=list)  # (stream, line) printed before release
     bar: progress.Mirror = field(default_factory=progress.Mirror)  # rank 0's progress, drawn here
+    started: float = field(default_factory=time.perf_counter)
 
 
 class _SetupRace(Exception):
@@ -118,6 +106,52 @@ def _watch(ranks: list[RankHandle], spec, may_retry: bool) -> list:
             file=sys.stderr,
         )
     return [failures.get(rk.rank) or rk.result for rk in ranks]
+
+
+def supervise_calls(start_call, count: int, jobs: int, timeout: float | None, on_done=None) -> list:
+    """The `Outcome` of calls 0 to `count - 1`, each started by `start_call(index, lane)` in
+    one of `jobs` lanes as a lane comes free.
+
+    Calls are independent: one that raises, dies or runs past `timeout` is recorded while
+    the others go on, and each is stopped, with all it started, as soon as it has ended.
+    `on_done(outcome)` hears of each as it ends. Whatever happens, none is left running.
+    """
+    pending, running, ended = list(range(count)), {}, {}  # running: lane -> handle
+    try:
+        while pending or running:
+            for lane in range(jobs):
+                if lane not in running and pending:
+                    with processes.interrupts_held():  # started and recorded, or not started
+                        running[lane] = start_call(pending.pop(0), lane)
+            for outcome in _next_ended(running, timeout):
+                ended[outcome.index] = outcome
+                if on_done is not None:
+                    on_done(outcome)
+    finally:
+        stop_all(list(running.values()))
+    return [ended[i] for i in range(count)]
+
+
+def _next_ended(running: dict, timeout: float | None) -> list:
+    """Wait until a call answers, ends or overruns `timeout`; stop those, then forget them.
+
+    A call leaves `running` only once it is stopped, so that an interrupt at any point
+    here leaves it to `supervise_calls` to stop."""
+    failures: dict[int, RankFailure] = {}
+    first = min(rk.started for rk in running.values())
+    left = None if timeout is None else max(0.0, first + timeout - time.perf_counter())
+    _pump(list(running.values()), failures, timeout=left)
+    now = time.perf_counter()
+    done = {
+        lane: rk
+        for lane, rk in running.items()
+        if rk.done or (timeout is not None and now - rk.started >= timeout)
+    }
+    stop_all(list(done.values()))
+    for lane in done:
+        del running[lane]
+    ended = [(rk, lane, failures.get(rk.rank)) for lane, rk in done.items()]
+    return [diagnosis.call_outcome(*how, now, timeout) for how in ended]
 
 
 def _pump(ranks: list[RankHandle], failures: dict, timeout: float) -> None:

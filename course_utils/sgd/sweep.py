@@ -4,10 +4,11 @@ A config of the report's shape (`algorithm`, `parameters`, `spec`, `budget`, `se
 checked in full before anything starts (`sweep_config.validate`), then each trial runs
 in its own process, `jobs` at a time, its threads capped (one when forked, its share of
 the cores when spawned), on its own GPU where there are GPUs, and tied to this process's
-life; `ranks.pool` starts, watches and reaps those processes. A trial that fails is
-recorded with its error while the others go on; whatever happens - an error, a timeout,
-an interrupt - no trial process is left running when `run` returns. `run_command` runs the
-terminal's `python -m course_utils sweep ...` from a notebook and reads its result back.
+life; `launch`'s process manager starts, watches and reaps them (`ranks.launch.run_calls`).
+A trial that fails is recorded with its error while the others go on; whatever happens -
+an error, a timeout, an interrupt - no trial process is left running when `run` returns.
+`run_command` runs the terminal's `python -m course_utils sweep ...` from a notebook and
+reads its result back.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from pathlib import Path
 from ..core import progress
 from ..core.errors import CourseError
 from ..core.gpus import visible_device_ids
-from ..ranks import pool, processes
+from ..ranks import limits, processes
+from ..ranks.launch import Outcome, run_calls
 from . import comet
 from .sweep_config import SweepConfigError, resolve_trial, trials_from, validate
 from .trials import train_trial
@@ -141,13 +143,13 @@ def run(
     since GNU OpenMP hangs in a child that uses several after its parent did. With
     `start_method="spawn"` each trial gets its share of the cores instead.
     """
-    pool.check_jobs(jobs)
+    limits.check_jobs(jobs)
     fn = trial or resolve_trial(config.get("trial") if isinstance(config, dict) else None)
     config = validate(config, fn)
     trials = [Trial(i, params) for i, params in enumerate(trials_from(config))]
     bar = progress.bar(len(trials), f"trials, {jobs} at a time", "trial")
     try:
-        outcomes = pool.run_calls(
+        outcomes = run_calls(
             partial(_metrics_of, fn),
             [t.params for t in trials],
             jobs=jobs,
@@ -173,7 +175,7 @@ def _metrics_of(trial, /, **params) -> dict:
     return {k: _plain(v) for k, v in metrics.items()}
 
 
-def _record(t: Trial, outcome: pool.Outcome, metric: str) -> None:
+def _record(t: Trial, outcome: Outcome, metric: str) -> None:
     """Put a trial's metrics or its error on its record, in the words the sweep's table uses."""
     if outcome.ok and metric not in outcome.value:
         t.metrics = outcome.value

@@ -1,7 +1,8 @@
-"""Calls in child processes: each call's value comes back in order, a call that raises, dies
-or hangs is named while the others are kept, and nothing started here is left running -
-not even what a child started itself. (conftest.py's autouse fixture fails any test here
-that leaves a child of this process behind.)"""
+"""Independent calls in child processes, started and watched as launch's ranks are: each
+call's value comes back in order, a call that raises, dies or hangs is named while the
+others are kept, and nothing started here is left running - not even what a child
+started itself. (conftest.py's autouse fixture fails any test here that leaves a child of
+this process behind.)"""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ import psutil
 import pytest
 import torch
 
-from course_utils.ranks import pool
+from course_utils.core.errors import ChildError
+from course_utils.ranks.launch import run_calls, run_in_child
 
 
 def whoami(x: int = 0, pause: float = 0.0) -> dict:
@@ -41,7 +43,7 @@ def faulty(x: int = 0) -> int:
 
 
 def test_values_come_back_in_order_each_from_its_own_child():
-    outcomes = pool.run_calls(whoami, [{"x": x} for x in range(4)], jobs=2)
+    outcomes = run_calls(whoami, [{"x": x} for x in range(4)], jobs=2)
     assert [o.value["x"] for o in outcomes] == [0, 1, 2, 3] and all(o.ok for o in outcomes)
     pids = {o.value["pid"] for o in outcomes}
     assert len(pids) == 4 and os.getpid() not in pids
@@ -52,14 +54,14 @@ def test_values_come_back_in_order_each_from_its_own_child():
 
 def test_a_function_defined_here_travels_by_value():
     offset = 10
-    outcomes = pool.run_calls(lambda x: x + offset, [{"x": 1}, {"x": 2}], jobs=2)
+    outcomes = run_calls(lambda x: x + offset, [{"x": 1}, {"x": 2}], jobs=2)
     assert [o.value for o in outcomes] == [11, 12]
 
 
 def test_each_lane_sees_its_own_gpu():
-    outcomes = pool.run_calls(whoami, [{"x": x} for x in range(3)], jobs=2, gpus=("7", "9"))
+    outcomes = run_calls(whoami, [{"x": x} for x in range(3)], jobs=2, gpus=("7", "9"))
     assert {o.slot: o.value["gpu"] for o in outcomes} == {0: "7", 1: "9"}
-    assert pool.run_calls(whoami, [{}])[0].value["gpu"] is None
+    assert run_calls(whoami, [{}])[0].value["gpu"] is None
 
 
 @pytest.mark.parametrize(
@@ -74,7 +76,7 @@ def test_each_lane_sees_its_own_gpu():
 )
 def test_a_call_that_raises_dies_or_hangs_is_named_and_the_others_kept(x, status, error):
     start = time.monotonic()
-    ok, failed = pool.run_calls(faulty, [{"x": 0}, {"x": x}], jobs=2, timeout=1)
+    ok, failed = run_calls(faulty, [{"x": 0}, {"x": x}], jobs=2, timeout=1)
     assert time.monotonic() - start < 30
     assert ok.ok and ok.value == 0
     assert (failed.status, failed.error) == (status, error) and not failed.ok
@@ -82,7 +84,7 @@ def test_a_call_that_raises_dies_or_hangs_is_named_and_the_others_kept(x, status
 
 
 def test_a_value_that_cannot_be_pickled_is_an_error_not_a_hang():
-    (outcome,) = pool.run_calls(threading.Lock, [{}])
+    (outcome,) = run_calls(threading.Lock, [{}])
     assert outcome.status == "raised" and "pickle" in outcome.error
 
 
@@ -90,7 +92,7 @@ def test_what_a_child_started_itself_is_stopped_with_it():
     def start_a_grandchild():
         return subprocess.Popen(["sleep", "60"]).pid
 
-    (outcome,) = pool.run_calls(start_a_grandchild, [{}])
+    (outcome,) = run_calls(start_a_grandchild, [{}])
     grandchild = psutil.Process(outcome.value)
     assert psutil.wait_procs([grandchild], timeout=5)[1] == []  # gone, however it ended
 
@@ -101,18 +103,18 @@ def test_an_error_in_the_caller_stops_every_child():
 
     calls = [{"pause": 0}, {"pause": 60}, {"pause": 60}]
     with pytest.raises(RuntimeError, match="progress bar broke"):
-        pool.run_calls(whoami, calls, jobs=2, on_done=fail_on_first)
+        run_calls(whoami, calls, jobs=2, on_done=fail_on_first)
     # the autouse fixture fails this test if a child is still alive
 
 
 @pytest.mark.parametrize("jobs", [0, -1, True, 1.5, "2"])
 def test_jobs_must_be_a_whole_number(jobs):
     with pytest.raises(ValueError, match="jobs must be a whole number"):
-        pool.run_calls(whoami, [{}], jobs=jobs)
+        run_calls(whoami, [{}], jobs=jobs)
 
 
 def test_run_in_child_returns_the_childs_value():
-    value = pool.run_in_child(whoami, start_method="fork", timeout=30)
+    value = run_in_child(whoami, start_method="fork", timeout=30)
     assert value["pid"] != os.getpid()
 
 
@@ -126,6 +128,6 @@ def test_run_in_child_returns_the_childs_value():
     ids=["raises", "sigkilled", "hangs"],
 )
 def test_run_in_child_raises_what_went_wrong(x, message):
-    with pytest.raises(pool.ChildError, match=message) as caught:
-        pool.run_in_child(faulty, {"x": x}, timeout=1)
+    with pytest.raises(ChildError, match=message) as caught:
+        run_in_child(faulty, {"x": x}, timeout=1)
     assert caught.value.outcome.status in ("raised", "died", "timeout")
