@@ -50,7 +50,7 @@ class RankSpec:
     timeout: float | None  # None: a call without a time limit
     init_method: str
     payload: bytes
-    parent_pid: int
+    parent_pid: int | None  # the process to die with (None: the forkserver that forked it)
     name: str
     allow_failures: bool = False
     threads: int = 1

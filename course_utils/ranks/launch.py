@@ -100,7 +100,7 @@ def launch(
         timeout=float(timeout),
         init_method="",  # a fresh file, set below
         payload=payload,
-        parent_pid=os.getpid(),
+        parent_pid=processes.parent_to_die_with(method),
         name=name,
         allow_failures=allow_failures,
         threads=rank_setup.threads_for(world_size, method),
@@ -165,7 +165,8 @@ def run_calls(
     threads = rank_setup.threads_for(min(jobs, len(calls)), method)
     spec = RankSpec(
         world_size=1, backend="", timeout=timeout, init_method="", payload=b"",  # set per call
-        parent_pid=os.getpid(), name=getattr(fn, "__name__", type(fn).__name__),
+        parent_pid=processes.parent_to_die_with(method),
+        name=getattr(fn, "__name__", type(fn).__name__),
         threads=threads, joins_group=False,
     )  # fmt: skip
 

@@ -128,13 +128,14 @@ def interrupts_held():
 
 @contextlib.contextmanager
 def main_module_hidden(method: str):
-    """Keep spawn from re-running the caller's script in every child.
+    """Keep spawn, and the forkserver's server as it starts, from re-running the caller's
+    script.
 
     The function travels by value, so a spawned child never needs `__main__`; without this a
     script that calls launch() at top level (no `if __name__ == "__main__"`) would recurse.
     """
     main = sys.modules.get("__main__")
-    if method != "spawn" or main is None:
+    if method not in ("spawn", "forkserver") or main is None:
         yield
         return
     saved = {k: main.__dict__[k] for k in ("__file__", "__spec__") if k in main.__dict__}
@@ -148,8 +149,14 @@ def main_module_hidden(method: str):
             main.__dict__.pop("__spec__", None)
 
 
+def parent_to_die_with(method: str) -> int | None:
+    """The process a child started by `method` must die with: this one, which forks or spawns
+    it, or (None) the forkserver, its parent under forkserver, which ends with this one."""
+    return None if method == "forkserver" else os.getpid()
+
+
 def child_setup(
-    parent_pid: int, threads: int, stdout: int | None = None, stderr: int | None = None
+    parent_pid: int | None, threads: int, stdout: int | None = None, stderr: int | None = None
 ) -> None:
     """First thing in a child: make it stoppable, quiet on interrupt, and sized to its cores.
 
@@ -161,7 +168,7 @@ def child_setup(
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     os.setpgid(0, 0)
-    rank_setup.tie_to_parent(parent_pid)
+    rank_setup.tie_to_parent(os.getppid() if parent_pid is None else parent_pid)
     if stdout is not None:
         os.dup2(stdout, 1)
     if stderr is not None:

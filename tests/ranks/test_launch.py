@@ -260,19 +260,22 @@ def test_backend_resolution(monkeypatch, gpus, backend, world_size, expected):
         assert rank_setup.resolve_backend(backend, world_size) == expected
 
 
-def test_spawn_runs_a_function_defined_in_a_script(tmp_path):
-    """A function from __main__ (as in a notebook) travels by value, even without the guard."""
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_a_function_defined_in_a_script_runs_under(method, tmp_path):
+    """A function from __main__ (as in a notebook) travels by value, even without the guard.
+    Under forkserver a rank's parent is the server, not this process: it must still run
+    (it used to exit with code 1 at once, taking the server for a dead parent)."""
     script = tmp_path / "script.py"
     script.write_text(
         textwrap.dedent(
-            """
+            f"""
             import torch.distributed as dist
             from course_utils.ranks.launch import launch
 
             def times_ten():
                 return dist.get_rank() * 10
 
-            print(launch(times_ten, 2, start_method="spawn"))
+            print(launch(times_ten, 2, start_method="{method}"))
             """
         )
     )
