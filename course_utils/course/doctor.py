@@ -41,12 +41,13 @@ def report() -> tuple[dict, list[str]]:
         problems.append("this torch has no gloo backend, which every CPU rank needs.")
     from ..core import data, gpus, profiles
     from ..core.errors import ProfileError
-    from ..ranks import processes
     from ..ranks.bootstrap import threads_per_rank, usable_cores
+    from ..ranks.start_method import default_start_method, start_method_and_why
 
     seen = gpus.visible_gpus()
     facts["gpus"] = {"count": seen.count, "counted_by": seen.how}
-    facts["start_method"] = {b: processes.default_start_method(b) for b in ("gloo", "nccl")}
+    facts["start_method"] = {b: default_start_method(b) for b in ("gloo", "nccl")}
+    facts["start_method_why"] = start_method_and_why("gloo")[1]
     facts["forked_child_in_bad_fork"] = forked_child_in_bad_fork()
     if facts["forked_child_in_bad_fork"]:
         problems.append(
@@ -81,10 +82,10 @@ def forked_child_in_bad_fork() -> bool:
     A probe that fails or hangs (30 s) counts as yes: forking is then not to be trusted.
     """
     from ..core.errors import ChildError
-    from ..ranks import processes
     from ..ranks.launch import run_in_child
+    from ..ranks.start_method import can_fork
 
-    if not processes.can_fork():
+    if not can_fork():
         return False
     try:
         return run_in_child(_in_bad_fork, start_method="fork", timeout=30)

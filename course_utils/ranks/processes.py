@@ -26,24 +26,7 @@ import torch
 from ..core import progress
 from ..core.errors import Stopped
 from . import bootstrap as rank_setup
-
-
-def default_start_method(backend: str = "gloo") -> str:
-    """Fork (0.15 s for 4 ranks) unless the children need CUDA that fork cannot give them.
-
-    A forked child cannot start CUDA once this process has (PyTorch's "bad fork"), and NCCL
-    ranks each start CUDA on their own GPU, so they are spawned. The course never starts
-    CUDA in the kernel on its own (GPUs are counted through NVML, see `core.gpus`).
-    """
-    cuda_here = torch.cuda.is_initialized() or torch.cuda._is_in_bad_fork()
-    if backend == "nccl" or cuda_here or not can_fork():
-        return "spawn"
-    return "fork"
-
-
-def can_fork() -> bool:
-    """Whether this platform can fork at all (Windows cannot; macOS can, though it spawns)."""
-    return "fork" in mp.get_all_start_methods()
+from .start_method import FORKSERVER_PRELOAD, default_start_method
 
 
 def context(start_method: str | None = None, backend: str = "gloo"):
@@ -55,7 +38,10 @@ def context(start_method: str | None = None, backend: str = "gloo"):
     method = start_method or default_start_method(backend)
     if method == "fork":
         warm_up_imports()
-    return mp.get_context(method)
+    ctx = mp.get_context(method)
+    if method == "forkserver":
+        ctx.set_forkserver_preload(FORKSERVER_PRELOAD)
+    return ctx
 
 
 _warm_up: threading.Thread | None = None

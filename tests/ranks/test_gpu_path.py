@@ -20,7 +20,7 @@ import torch.distributed as dist
 from course_utils.core import profiles
 from course_utils.core.errors import BackendError, LaunchError
 from course_utils.core.gpus import GpuCount, visible_gpus
-from course_utils.ranks import bootstrap, processes
+from course_utils.ranks import bootstrap, processes, start_method
 from course_utils.ranks.examples import cuda_all_reduce
 from course_utils.ranks.launch import launch
 from course_utils.ranks.local_nodes import torchrun_command
@@ -30,8 +30,8 @@ needs_gpu = pytest.mark.skipif(GPUS == 0, reason="no GPU here: the CPU tests cov
 
 
 def test_nccl_ranks_are_spawned_and_gloo_ranks_forked():
-    assert processes.default_start_method("nccl") == "spawn"
-    assert processes.default_start_method("gloo") == "fork"
+    assert start_method.default_start_method("nccl") == "spawn"
+    assert start_method.default_start_method("gloo") == "fork"
     assert processes.context(None, "nccl").get_start_method() == "spawn"
 
 

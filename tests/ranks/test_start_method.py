@@ -1,0 +1,67 @@
+"""One start method for every child the course starts: the platform's safe default, or
+COURSE_START_METHOD; NCCL ranks always spawn. Python 3.14 and macOS are faked here."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import sys
+
+import pytest
+import torch
+
+from course_utils.ranks import start_method
+from course_utils.ranks.launch import launch
+
+
+@pytest.fixture(autouse=True)
+def _no_choice_set(monkeypatch):
+    monkeypatch.delenv(start_method.START_METHOD_VAR, raising=False)
+
+
+def test_linux_below_3_14_forks_and_nccl_spawns():
+    assert start_method.default_start_method("gloo") == "fork"
+    assert start_method.default_start_method("nccl") == "spawn"
+
+
+def test_macos_and_python_3_14_use_forkserver(monkeypatch):
+    monkeypatch.setattr(sys, "platform", "darwin")
+    method, why = start_method.start_method_and_why()
+    assert method == "forkserver" and "macOS" in why
+    monkeypatch.setattr(sys, "platform", "linux")
+    monkeypatch.setattr(sys, "version_info", (3, 14, 0))
+    assert start_method.start_method_and_why() == ("forkserver", "Python 3.14's default on Linux")
+
+
+def test_where_nothing_can_fork_or_cuda_runs_here_ranks_spawn(monkeypatch):
+    monkeypatch.setattr(mp, "get_all_start_methods", lambda: ["spawn"])
+    assert start_method.start_method_and_why()[0] == "spawn"
+    monkeypatch.undo()
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    assert start_method.start_method_and_why()[0] == "spawn"
+
+
+def test_the_variable_chooses_for_every_child_but_nccl(monkeypatch):
+    monkeypatch.setenv(start_method.START_METHOD_VAR, " ForkServer ")
+    assert start_method.start_method_and_why() == ("forkserver", "COURSE_START_METHOD=forkserver")
+    assert start_method.default_start_method("nccl") == "spawn"
+    parents = launch(os.getppid, 2)  # the forkserver's server forked them, not this process
+    assert parents[0] == parents[1] != os.getpid()
+
+
+@pytest.mark.parametrize(
+    "value, fake, says",
+    [
+        ("threads", None, "not a start method: use one of fork, forkserver, spawn"),
+        ("forkserver", "no forkserver", "this platform cannot forkserver; use spawn"),
+        ("fork", "cuda here", "CUDA runs in this process"),
+    ],
+)
+def test_a_choice_that_cannot_work_is_refused_with_what_to_do(monkeypatch, value, fake, says):
+    monkeypatch.setenv(start_method.START_METHOD_VAR, value)
+    if fake == "no forkserver":
+        monkeypatch.setattr(mp, "get_all_start_methods", lambda: ["fork", "spawn"])
+    if fake == "cuda here":
+        monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    with pytest.raises(ValueError, match=says):
+        start_method.default_start_method()
