@@ -96,13 +96,17 @@ def raise_failure(failures: dict, spec, returned: list[int] = ()):
         # twice, above a second "Traceback (most recent call last)".
         print(_headed(first.traceback, first.rank), file=sys.stderr, flush=True)
     else:
-        message = f"rank {first.rank} of {n} {first.message} in worker `{spec.name}`.\n{others}"
+        message = f"rank {first.rank} of {n} {first.message} in worker `{spec.name}`."
+        if first.kind == "died" and first.traceback:
+            last = "\n".join(f"    {line}" for line in first.traceback.splitlines())
+            message += f" Its last lines of output:\n{last}"
+        message += f"\n{others}"
     error = LaunchError(
         message.strip(),
         rank=first.rank,
         world_size=n,
         exc_type=first.exc_type or None,
-        remote_traceback=first.traceback or None,
+        remote_traceback=(first.traceback or None) if first.kind == "raised" else None,
         original=first.original,
     )
     raise error from None

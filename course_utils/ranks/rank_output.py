@@ -52,6 +52,7 @@ def read_output(rk, fd: int) -> None:
     for line in lines:
         if is_gloo_noise(line):
             continue
+        rk.last_lines.append(line.decode("utf-8", errors="replace").rstrip("\r"))
         if rk.released:
             _emit(rk.rank, entry[0], line)
         else:

@@ -13,6 +13,7 @@ import multiprocessing as mp
 import pickle
 import sys
 import time
+from collections import deque
 from dataclasses import dataclass, field, replace
 from multiprocessing.connection import wait
 
@@ -22,6 +23,7 @@ from ..core import progress
 from . import diagnosis, processes, rank_output
 from .diagnosis import RankFailure
 
+LAST_LINES = 6  # of a rank's output, kept to say why it died
 _GRACE = 0.3  # seconds to collect simultaneous failures before deciding which came first
 SETUP_ATTEMPTS = 3  # starts of the ranks when peers fail to connect while the group forms
 setup_restarts = 0  # how many times, in this process, ranks were started again (for bench)
@@ -42,6 +44,7 @@ class RankHandle:
     held: list = field(default_factory=list)  # (stream, line) printed before release
     bar: progress.Mirror = field(default_factory=progress.Mirror)  # rank 0's progress, drawn here
     started: float = field(default_factory=time.perf_counter)
+    last_lines: deque = field(default_factory=lambda: deque(maxlen=LAST_LINES))  # its last words
 
 
 class _SetupRace(Exception):
@@ -95,6 +98,9 @@ def _watch(ranks: list[RankHandle], spec, may_retry: bool) -> list:
         rank_output.drain(ranks, until=time.monotonic() + 0.5)
         rank_output.show_held(ranks)
         returned = [rk.rank for rk in ranks if rk.done and rk.rank not in failures]
+        for rk in ranks:  # a rank that died left no traceback: what it printed last says why
+            if rk.rank in failures and failures[rk.rank].kind == "died":
+                failures[rk.rank].traceback = "\n".join(rk.last_lines)
         diagnosis.raise_failure(failures, spec, returned)
     _release_once_all_joined(ranks)
     rank_output.drain(ranks, until=time.monotonic() + 2.0)

@@ -449,3 +449,19 @@ def test_gloo_s_connection_lines_are_not_shown():
     assert is_gloo_noise(line + b" is : 3")
     assert not is_gloo_noise(b"[Gloo] something the learner should see")
     assert not is_gloo_noise(b"rank 0 is connected to 3 peer ranks")
+
+
+def _says_why_then_dies():
+    if dist.get_rank() == 1:
+        print("out of memory in my C extension", file=sys.stderr, flush=True)
+        os._exit(3)
+    dist.barrier()
+
+
+@pytest.mark.parametrize("method", ["fork", "forkserver", "spawn"])
+def test_a_rank_that_dies_shows_its_last_lines_in_the_error(method):
+    with pytest.raises(LaunchError) as caught:
+        launch(_says_why_then_dies, 2, start_method=method, timeout=60)
+    message = str(caught.value)
+    assert "rank 1 of 2 exited with code 3 before returning a result" in message
+    assert "Its last lines of output:\n    out of memory in my C extension" in message
