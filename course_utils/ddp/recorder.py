@@ -12,7 +12,6 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from ..network import wire
 from ..network.hook import waited_for_every_bucket
 
 __all__ = ["Recorder", "recording_hook"]
@@ -51,22 +50,14 @@ def by_backward_pass(events: list) -> list[list]:
 
 
 def recording_hook(recorder: Recorder, bucket):
-    """Run the real hook (default group) and note when its all-reduce starts and completes.
-
-    Over an emulated link both on the rank's link clock: the start when the hook is
-    called, the end when the bucket has left the wire (the future's `deadline`). The
-    wall clock would be off by as much as the link clock lags it (up to `clock.LAG`) on a
-    busy machine. Over the real link, the wall clock."""
-    clock = wire.timer()
-    start = clock()
+    """Run the real hook (default group) and note when its all-reduce starts and completes."""
+    start = time.perf_counter()
     future = recorder.inner(None, bucket)
     nbytes = bucket.buffer().numel() * bucket.buffer().element_size()
     index = bucket.index()
-    deadline = getattr(future, "deadline", None)
 
     def finished(fut):
-        end = deadline if deadline is not None else time.perf_counter()
-        recorder.events.append((start, end, index, nbytes))
+        recorder.events.append((start, time.perf_counter(), index, nbytes))
         return fut.value()
 
     return future.then(finished)

@@ -59,10 +59,8 @@ _last_deadline = [0.0]
 
 
 def deliver_after(deadline: float, work: torch.futures.Future) -> torch.futures.Future:
-    """A future with `work`'s value (its first tensor), set no earlier than `deadline`,
-    which it carries: when the bucket has left the wire, on the rank's link clock."""
+    """A future with `work`'s value (its first tensor), set no earlier than `deadline`."""
     out = torch.futures.Future()
-    out.deadline = deadline
     _last_deadline[0] = max(_last_deadline[0], deadline)
     _wire_thread().jobs.put((deadline, work, out))
     return out
