@@ -87,9 +87,10 @@ def gather(x: torch.Tensor, group=None) -> torch.Tensor:
     return GatherFromTensorRegion.apply(x, group)
 
 
-def share(size: int, what: str, group=None) -> slice:
-    """This rank's even share of `size` things (neurons, heads) over `group`."""
-    n, r = dist.get_world_size(group), dist.get_rank(group)
+def share(size: int, what: str, place: tuple[int, int] | None = None) -> slice:
+    """The even share of `size` things (neurons, heads) of rank r of n, `place` = (r, n):
+    this rank of the world by default."""
+    r, n = place or (dist.get_rank(), dist.get_world_size())
     if size % n:
         raise ValueError(
             f"{size} {what} cannot be split evenly over {n} ranks; "

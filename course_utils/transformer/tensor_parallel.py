@@ -19,22 +19,12 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from ..parallel.tensor_parallel import ColumnParallelLinear, RowParallelLinear, f, g
+from ..parallel.tensor_parallel import ColumnParallelLinear, RowParallelLinear, f, g, share
 from .model import MLP, Attention, Transformer
 
 __all__ = ["TensorParallelAttention", "TensorParallelMLP", "tensor_parallel_model"]
 
 Op = Callable[[torch.Tensor], torch.Tensor]
-
-
-def _share(size: int, what: str, place: tuple[int, int]) -> slice:
-    rank, ranks = place
-    if size % ranks:
-        raise ValueError(
-            f"{size} {what} cannot be split evenly over {ranks} ranks; "
-            f"choose sizes whose heads and MLP width are multiples of {ranks}."
-        )
-    return slice(rank * size // ranks, (rank + 1) * size // ranks)
 
 
 class TensorParallelAttention(Attention):
@@ -45,7 +35,7 @@ class TensorParallelAttention(Attention):
     def __init__(self, full: Attention, enter: Op, leave: Op, place: tuple[int, int]):
         nn.Module.__init__(self)
         self.head_dim = full.head_dim
-        heads = _share(full.q.out_features // full.head_dim, "attention heads", place)
+        heads = share(full.q.out_features // full.head_dim, "attention heads", place)
         mine = slice(heads.start * self.head_dim, heads.stop * self.head_dim)
         self.q, self.k, self.v = (ColumnParallelLinear(p, mine) for p in (full.q, full.k, full.v))
         self.out = RowParallelLinear(full.out, mine, leave)
@@ -60,7 +50,7 @@ class TensorParallelMLP(MLP):
 
     def __init__(self, full: MLP, enter: Op, leave: Op, place: tuple[int, int]):
         nn.Module.__init__(self)
-        mine = _share(full.fc1.out_features, "MLP hidden neurons", place)
+        mine = share(full.fc1.out_features, "MLP hidden neurons", place)
         self.fc1 = ColumnParallelLinear(full.fc1, mine)
         self.fc2 = RowParallelLinear(full.fc2, mine, leave)
         self.enter = enter
