@@ -10,6 +10,7 @@ import matplotlib.pyplot as plt
 
 from ..core.style import PALETTE, new_figure
 from .charts import _label, legend_outside
+from .simulator_check import medians, ratios
 from .verdicts import bus_bandwidth, growth
 
 __all__ = ["bus_bandwidth_sweep", "simulator_against_real", "time_against_ranks"]
@@ -46,25 +47,26 @@ def time_against_ranks(by_n: dict, nbytes: int, index: int = -1, subtitle: str =
     return fig
 
 
-def simulator_against_real(check: dict, nbytes: list, world: int):
+def simulator_against_real(checks: list[dict], nbytes: list, world: int):
     """Each algorithm's real time (wall clock, a core per rank) and its time in the
-    simulator set to the link fitted here (`simulator_check.against_the_real_link`),
-    titled with the spread of simulated / real."""
+    simulator set to the link fitted here (`simulator_check.against_the_real_link`), the
+    median over the fits, titled with the spread of simulated / real that is judged."""
     fig, (ax,) = new_figure(width=7.0, height=4.0)
-    ratios = []
-    for i, (name, real) in enumerate(check["real"].items()):
-        simulated = check["simulated"][name]
-        ax.loglog(nbytes, real, "o-", color=PALETTE[i], label=f"{_label(name)}, real")
-        ax.loglog(nbytes, simulated, "s--", color=PALETTE[i], label=f"{_label(name)}, simulated")
-        ratios += [s / r for s, r in zip(simulated, real, strict=True)]
+    real, simulated = medians(checks, "real"), medians(checks, "simulated")
+    for i, name in enumerate(real):
+        ax.loglog(nbytes, real[name], "o-", color=PALETTE[i], label=f"{_label(name)}, real")
+        ax.loglog(
+            nbytes, simulated[name], "s--", color=PALETTE[i], label=f"{_label(name)}, simulated"
+        )
     ax.set_xlabel("message size (bytes)")
     ax.set_ylabel("time per allreduce (s)")
     legend_outside(ax, fontsize=7)
-    ordered = sorted(ratios)
+    ordered = sorted(r for row in ratios(checks).values() for r in row)
     median = (ordered[len(ordered) // 2] + ordered[~(len(ordered) // 2)]) / 2
     ax.set_title(
         f"N = {world}: simulated / real from {ordered[0]:.2f} to {ordered[-1]:.2f} "
-        f"(median {median:.2f})\nreal clock: gloo on loopback; {check['link'].label}",
+        f"(median {median:.2f}; each the median of {len(checks)} fit(s))\n"
+        f"real clock: gloo on loopback; {checks[0]['link'].label} (the first fit)",
         fontsize=9,
     )
     fig.tight_layout()

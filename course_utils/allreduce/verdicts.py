@@ -83,6 +83,7 @@ def simulator_matches_real(
     """The simulator set to the link fitted here gives the real link's times: the median
     of simulated / real over every algorithm and size within `tolerance` of 1 (one row may
     be off by the noise of a single fastest run; `bench simulator` holds every row to 30%).
+    `ratios`: each row already the median over several fits (`simulator_check.ratios`).
     Real clock: not judged when other programs took the ranks' cores."""
     values = sorted(r for row in ratios.values() for r in row)
     middle = len(values) // 2

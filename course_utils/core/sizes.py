@@ -66,6 +66,7 @@ class CollectivesSizes:
     # the simulator against the real link (2 ranks, a core each): design.md's 1 MiB and up
     simulator_bytes: tuple[int, ...] = (1 << 20, 1 << 22, 1 << 24)
     simulator_repeats: int = 5
+    simulator_fits: int = 3  # one fit on loopback can be a third off; a row is their median
     # nccl-tests' sweep, 4 KiB to 64 MiB, on the real and the profile's link; over the cpu
     # profile's 100 Mbit/s a 64 MiB allreduce on 2 ranks takes ~5.4 s, so few sizes
     busbw_bytes: tuple[int, ...] = (1 << 12, 1 << 16, 1 << 20, 1 << 24, 1 << 26)

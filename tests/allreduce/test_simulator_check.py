@@ -13,20 +13,41 @@ from course_utils.core.machine import MachineShare
 from course_utils.network import fit as network_fit
 
 
-def test_the_check_fits_then_times_both_clocks_in_one_launch():
-    check = simulator_check.against_the_real_link(2, (1 << 12,), repeats=1)
-    assert check["link"].name == "this-machine" and check["link"].both_ways_slowdown >= 1
-    assert check["terms"].one_way.alpha > 0
-    for clock in ("real", "simulated"):
-        assert set(check[clock]) == set(simulator_check.ALGORITHMS)
-        assert all(len(v) == 1 and v[0] > 0 for v in check[clock].values())
-    assert set(simulator_check.ratios(check)) == set(simulator_check.ALGORITHMS)
+def test_the_check_fits_then_times_both_clocks_in_one_launch_for_each_fit():
+    checks = simulator_check.against_the_real_link(2, (1 << 12,), repeats=1, fits=2)
+    assert len(checks) == 2
+    for check in checks:
+        assert check["link"].name == "this-machine" and check["link"].both_ways_slowdown >= 1
+        assert check["terms"].one_way.alpha > 0
+        for clock in ("real", "simulated"):
+            assert set(check[clock]) == set(simulator_check.ALGORITHMS)
+            assert all(len(v) == 1 and v[0] > 0 for v in check[clock].values())
+    assert set(simulator_check.ratios(checks)) == set(simulator_check.ALGORITHMS)
 
 
 def test_three_ranks_fit_on_two_and_agree_on_the_link():
     """Ranks beyond the first two wait while 0 and 1 measure, then get the same link."""
-    check = simulator_check.against_the_real_link(3, (1 << 12,), repeats=1)
+    (check,) = simulator_check.against_the_real_link(3, (1 << 12,), repeats=1, fits=1)
     assert check["link"].emulated and set(check["simulated"]) == set(simulator_check.ALGORITHMS)
+
+
+@pytest.mark.parametrize("fits", [0, 1.5, True])
+def test_the_check_refuses_a_number_of_fits_that_is_not_a_count(fits):
+    with pytest.raises(ValueError, match="fits must be a whole number"):
+        simulator_check.against_the_real_link(2, (1 << 12,), fits=fits)
+
+
+def _check(real: float, simulated: float) -> dict:
+    return {
+        "real": {"ring": [real, real]},
+        "simulated": {"ring": [simulated, simulated]},
+    }
+
+
+def test_a_row_is_the_median_of_its_fits_so_one_fit_a_third_off_does_not_move_it():
+    checks = [_check(1.0, 1.05), _check(1.0, 1.4), _check(1.0, 0.95)]
+    assert simulator_check.ratios(checks) == {"ring": [pytest.approx(1.05)] * 2}
+    assert simulator_check.medians(checks, "simulated") == {"ring": [1.05, 1.05]}
 
 
 def _bench(monkeypatch, simulated_over_real: float, busy: bool = False) -> dict:
@@ -47,14 +68,20 @@ def _bench(monkeypatch, simulated_over_real: float, busy: bool = False) -> dict:
     monkeypatch.setattr(
         simulator_check,
         "against_the_real_link",
-        lambda world, nbytes, repeats: {
-            "terms": terms,
-            "link": terms.link(),
-            "real": {a: [0.01] * len(nbytes) for a in simulator_check.ALGORITHMS},
-            "simulated": {
-                a: [0.01 * simulated_over_real] * len(nbytes) for a in simulator_check.ALGORITHMS
-            },
-        },
+        lambda world, nbytes, repeats, fits: (
+            [
+                {
+                    "terms": terms,
+                    "link": terms.link(),
+                    "real": {a: [0.01] * len(nbytes) for a in simulator_check.ALGORITHMS},
+                    "simulated": {
+                        a: [0.01 * simulated_over_real] * len(nbytes)
+                        for a in simulator_check.ALGORITHMS
+                    },
+                }
+            ]
+            * fits
+        ),
     )
     parser = argparse.ArgumentParser()
     bench_simulator.add_arguments(parser)
@@ -66,7 +93,8 @@ def test_bench_meets_its_target_only_when_every_large_row_is_within_30_percent(m
     assert result["met"] is True and result["judged"] is True
     assert {r["world_size"] for r in result["rows"]} == {2}
     assert len(result["rows"]) == 4 * 3  # four algorithms, 1, 4 and 16 MiB
-    assert result["fitted"][2]["both_ways_gb_s_each"] == pytest.approx(0.5)
+    assert len(result["fitted"][2]) == 3  # one row of terms per fit
+    assert result["fitted"][2][0]["both_ways_gb_s_each"] == pytest.approx(0.5)
     assert _bench(monkeypatch, 1.5)["met"] is False  # the simulator 50% off
 
 
@@ -84,6 +112,6 @@ def test_the_chart_titles_the_spread_of_simulated_over_real():
         "real": {"ring": [1e-3, 4e-3], "tree": [1e-3, 4e-3]},
         "simulated": {"ring": [0.8e-3, 4.4e-3], "tree": [1.2e-3, 4e-3]},
     }
-    title = simulator_against_real(check, [1 << 20, 1 << 22], 2).axes[0].get_title()
-    assert title.startswith("N = 2: simulated / real from 0.80 to 1.20 (median 1.05)")
+    title = simulator_against_real([check], [1 << 20, 1 << 22], 2).axes[0].get_title()
+    assert title.startswith("N = 2: simulated / real from 0.80 to 1.20 (median 1.05; ")
     assert "real clock" in title and "12 Gbit/s each way" in title
