@@ -16,8 +16,30 @@ imports torch and itself only, so a spawned rank that needs an algorithm starts 
   process group (notebook 06's MLP, 10's transformer, one dimension of 11's mesh).
 - `sequence_parallel`: f and g turned into an all-gather and a reduce-scatter along the
   sequence (notebook 10).
+- `context_parallel`: ring attention, the keys and values passed round a ring, with the
+  zigzag split that balances the causal mask's work (notebook 10).
+- `expert_parallel`: a mixture of experts whose tokens travel to their experts and back
+  by all-to-all (notebook 10).
 """
 
-from . import allreduce, data_parallel, sequence_parallel, tensor_parallel, zero, zero3
+from . import (
+    allreduce,
+    context_parallel,
+    data_parallel,
+    expert_parallel,
+    sequence_parallel,
+    tensor_parallel,
+    zero,
+    zero3,
+)
 
-__all__ = ["allreduce", "data_parallel", "sequence_parallel", "tensor_parallel", "zero", "zero3"]
+__all__ = [
+    "allreduce",
+    "context_parallel",
+    "data_parallel",
+    "expert_parallel",
+    "sequence_parallel",
+    "tensor_parallel",
+    "zero",
+    "zero3",
+]

@@ -18,11 +18,15 @@ import math
 import torch
 
 from ..core.checks import NOT_SOLVED, first_problem_verdict, verdict
-from ..core.own_answers import Refused, attempt_refusing, message, own_answer_name
-from .experts import route
-from .ring_attention import causal_mask, positions
+from ..core.own_answers import Refused, attempt_refusing, mark, message, own_answer_name
+from ..parallel import context_parallel
+from ..parallel.context_parallel import causal_mask, positions
+from ..parallel.expert_parallel import route
 
 __all__ = ["check_block_mask", "check_combine", "check_merge"]
+
+mark(causal_mask, "causal mask")  # the course's own answers: refused when handed in
+mark(context_parallel.merge, "merge")
 
 MERGE_CASES = ((3, 4, 5, 2), (8, 16, 6, 10), (2, 3, 7, 16, 12, 4))  # ..., queries, dim, keys a, b
 MASK_CASES = ((16, 2, "contiguous"), (24, 3, "zigzag"), (32, 4, "zigzag"), (12, 3, "contiguous"))

@@ -16,11 +16,12 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from ..parallel.context_parallel import LAYOUTS, ring_attention, shard, unshard
+from ..parallel.expert_parallel import make_weights, moe_expert_parallel, moe_one_process
 from ..ranks.bootstrap import device
 from ..ranks.launch import launch
 from . import comm
-from .experts import ep_bytes, make_weights, moe_expert_parallel, moe_one_process
-from .ring_attention import LAYOUTS, ring_attention, ring_bytes, shard, unshard, work_per_rank
+from .cp_ep_formulas import ep_bytes, ring_bytes, work_per_rank
 
 __all__ = [
     "MoERun",

@@ -7,13 +7,13 @@ import pytest
 import torch
 from reference import load_solution
 
+from course_utils.parallel.expert_parallel import route
 from course_utils.transformer.cp_ep_exercises import (
     COMBINE_CASES,
     check_block_mask,
     check_combine,
     check_merge,
 )
-from course_utils.transformer.experts import route
 
 SOLUTION = load_solution("10_transformer.py")
 merge, block_mask, combine = SOLUTION.merge, SOLUTION.block_mask, SOLUTION.combine
@@ -121,7 +121,7 @@ def test_a_checker_never_raises_at_the_learner(capsys):
 
 def test_the_course_s_own_merge_and_mask_are_refused(capsys):
     from course_utils.core.own_answers import message
-    from course_utils.transformer import ring_attention
+    from course_utils.parallel import context_parallel as ring_attention
 
     assert not check_merge(ring_attention.merge)
     assert not check_merge(lambda *parts: ring_attention.merge(*parts))

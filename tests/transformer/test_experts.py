@@ -10,7 +10,8 @@ import torch
 import torch.nn.functional as F
 
 from course_utils.core.profiles import get
-from course_utils.transformer import experts as ex
+from course_utils.parallel import expert_parallel as ex
+from course_utils.transformer.cp_ep_formulas import ep_bytes
 from course_utils.transformer.cp_ep_runs import moe_vs_one_process
 from course_utils.transformer.cp_ep_verdicts import (
     bytes_match_formula,
@@ -59,7 +60,7 @@ def test_skewed_router_unbalances_the_ranks(runs):
 
 def test_ep_bytes_by_hand():
     # 2 ranks, 2 experts: rank 0 keeps 3 rows at home and sends 1 to expert 1; rank 1 sends 2
-    per_rank = ex.ep_bytes([[3, 1], [2, 5]], width=4)
+    per_rank = ep_bytes([[3, 1], [2, 5]], width=4)
     row = 4 * 4
     assert per_rank[0] == {"forward": 3 * row + 8, "backward": 3 * row, "rows_out": 3}
     assert per_rank[1] == {"forward": 3 * row + 8, "backward": 3 * row, "rows_out": 3}

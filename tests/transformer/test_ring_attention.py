@@ -10,8 +10,8 @@ import torch
 import torch.distributed as dist
 
 from course_utils.core.profiles import get
+from course_utils.parallel import context_parallel as ra
 from course_utils.ranks.launch import launch
-from course_utils.transformer import ring_attention as ra
 from course_utils.transformer.cp_ep_runs import ring_vs_full, work_by_layout
 from course_utils.transformer.cp_ep_verdicts import (
     bytes_match_formula,

@@ -27,15 +27,12 @@ __all__ = [
     "MoEWeights",
     "Routing",
     "capacity",
-    "ep_bytes",
     "expert_mlp",
     "make_weights",
     "moe_expert_parallel",
     "moe_one_process",
     "route",
 ]
-
-COUNT_BYTES = 8  # the per-expert row counts are int64
 
 
 @dataclass
@@ -206,28 +203,3 @@ def moe_expert_parallel(x: torch.Tensor, w: MoEWeights, top_k: int, capacity_fac
     back = _AllToAll.apply(_experts(rows, row_expert, w), recv_counts, send_counts)
     out = x.new_zeros(x.shape).index_add(0, token, back * gate[:, None])
     return out, routing, rows.shape[0]
-
-
-def ep_bytes(kept: list[list[int]], width: int, element_size: int = 4) -> list[dict[str, int]]:
-    """Bytes each rank sends in one MoE layer, from the routing alone.
-
-    `kept[s][e]`: choices of group (rank) s that expert e keeps. Rank r's dispatch sends
-    the rows of its tokens bound for experts elsewhere; its combine sends back the rows its
-    experts computed for other ranks; each row is `width` elements. The backward sends the
-    same rows' gradients the other way, so as many bytes again. Before the dispatch, each
-    rank sends each other rank its row counts (E/N int64)."""
-    world, experts = len(kept), len(kept[0])
-    per_rank = experts // world
-
-    def home(e):
-        return e // per_rank
-
-    out = []
-    for r in range(world):
-        dispatch = sum(c for e, c in enumerate(kept[r]) if home(e) != r)
-        combine = sum(kept[s][e] for s in range(world) if s != r for e in range(experts)
-                      if home(e) == r)  # fmt: skip
-        rows = (dispatch + combine) * width * element_size
-        counts = (world - 1) * per_rank * COUNT_BYTES
-        out.append({"forward": rows + counts, "backward": rows, "rows_out": dispatch + combine})
-    return out

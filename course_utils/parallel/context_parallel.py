@@ -1,7 +1,7 @@
 """Context parallelism by hand: ring attention over a sequence split across the ranks.
 
 Each rank holds the queries, keys and values of its share of the sequence. Attention
-needs every key, so the K/V blocks travel round a ring (`parallel.allreduce.exchange`, N-1 hops): at
+needs every key, so the K/V blocks travel round a ring (`allreduce.exchange`, N-1 hops): at
 each step a rank attends its queries to the block it holds, merges the result into what
 it has so far with the log-sum-exp rule (softmax is not additive, but its numerator and
 denominator are), and passes the block on. No rank ever holds the whole sequence.
@@ -24,21 +24,20 @@ import math
 import torch
 import torch.distributed as dist
 
-from ..core.own_answers import own_answer
-from ..parallel.allreduce import exchange
+from .allreduce import exchange
 
 __all__ = [
     "LAYOUTS",
+    "RingAttention",
     "block_pairs",
     "causal_mask",
     "check_divisible",
     "merge",
+    "piece_length",
     "positions",
     "ring_attention",
-    "ring_bytes",
     "shard",
     "unshard",
-    "work_per_rank",
 ]
 
 LAYOUTS = ("contiguous", "zigzag")
@@ -85,7 +84,6 @@ def unshard(parts: list[torch.Tensor], layout: str, dim: int = 2) -> torch.Tenso
     return torch.cat(parts, dim).index_select(dim, torch.argsort(order).to(parts[0].device))
 
 
-@own_answer("causal mask")
 def causal_mask(q_positions: torch.Tensor, k_positions: torch.Tensor) -> torch.Tensor:
     """True where a query may attend a key: the key's global position is not after its own."""
     return k_positions[None, :] <= q_positions[:, None]
@@ -104,41 +102,11 @@ def block_pairs(q_positions: torch.Tensor, k_positions: torch.Tensor, piece: int
                 yield slice(i, i + piece), slice(j, j + piece), None if mask.all() else mask
 
 
-def _piece(seq_len: int, world: int, layout: str) -> int:
+def piece_length(seq_len: int, world: int, layout: str) -> int:
+    """Tokens in one of the runs a rank holds: N of them, or 2N for zigzag."""
     return seq_len // world if layout == "contiguous" else seq_len // (2 * world)
 
 
-def work_per_rank(seq_len: int, world: int, layout: str) -> list[int]:
-    """Query-key scores each rank computes over the N steps (per sequence and head): the
-    sum of the sizes of the block pairs `ring_attention` does not skip."""
-    piece = _piece(seq_len, world, layout)
-    work = []
-    for rank in range(world):
-        q = positions(seq_len, world, rank, layout)
-        total = 0
-        for step in range(world):
-            k = positions(seq_len, world, (rank - step) % world, layout)
-            total += sum(piece * piece for _ in block_pairs(q, k, piece))
-        work.append(total)
-    return work
-
-
-def ring_bytes(batch: int, heads: int, seq_len: int, head_dim: int, world: int,
-               element_size: int = 4) -> dict[str, int]:  # fmt: skip
-    """Bytes each rank sends in one ring attention, whatever the split.
-
-    A rank's K or V block is batch x heads x (seq_len/N) x head_dim elements. Forward: K and
-    V passed on N-1 times. Backward: K and V passed on N-1 times again, and their gradients
-    N times (N-1 hops with the blocks, then one hop home)."""
-    block = batch * heads * (seq_len // world) * head_dim * element_size
-    hops = world - 1
-    return {
-        "forward": 2 * hops * block,
-        "backward": 2 * hops * block + (2 * world * block if world > 1 else 0),
-    }
-
-
-@own_answer("merge")
 def merge(out_a, lse_a, out_b, lse_b):
     """Two partial attentions over disjoint keys as one: each weighted by its share of the
     softmax denominator, exp(lse), so the result is the attention over both key sets."""
@@ -165,12 +133,15 @@ def _next(block: torch.Tensor, rank: int, world: int) -> torch.Tensor:
     return into
 
 
-class _RingAttention(torch.autograd.Function):
+class RingAttention(torch.autograd.Function):
+    """Ring attention with its own backward: autograd through the sends would keep every
+    block that passed by; this keeps only this rank's q, k, v and its output."""
+
     @staticmethod
     def forward(ctx, q, k, v, layout):
         rank, world = dist.get_rank(), dist.get_world_size()
         seq_len, scale = q.shape[2] * world, 1 / math.sqrt(q.shape[-1])
-        piece, q_pos = _piece(seq_len, world, layout), positions(seq_len, world, rank, layout)
+        piece, q_pos = piece_length(seq_len, world, layout), positions(seq_len, world, rank, layout)
         out = torch.zeros_like(q)
         lse = torch.full(q.shape[:-1], float("-inf"), dtype=q.dtype, device=q.device)
         kv = torch.stack([k, v])
@@ -191,7 +162,7 @@ class _RingAttention(torch.autograd.Function):
         q, k, v, out, lse = ctx.saved_tensors
         rank, world = dist.get_rank(), dist.get_world_size()
         seq_len, scale = q.shape[2] * world, 1 / math.sqrt(q.shape[-1])
-        piece = _piece(seq_len, world, ctx.layout)
+        piece = piece_length(seq_len, world, ctx.layout)
         q_pos = positions(seq_len, world, rank, ctx.layout)
         delta = (d_out * out).sum(-1)  # softmax's backward, once per query row
         dq = torch.zeros_like(q)
@@ -225,4 +196,4 @@ def ring_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     `F.scaled_dot_product_attention(q, k, v, is_causal=True)` on the full sequence, and so
     are the gradients."""
     check_divisible(q.shape[2] * dist.get_world_size(), dist.get_world_size(), layout)
-    return _RingAttention.apply(q, k, v, layout)
+    return RingAttention.apply(q, k, v, layout)
