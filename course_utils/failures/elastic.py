@@ -25,6 +25,7 @@ from pathlib import Path
 from ..core import progress
 from ..core.backends import GLOO
 from ..core.errors import LaunchError
+from ..parallel import checkpoint
 from ..ranks.bootstrap import (
     cap_threads,
     init_process_group,
@@ -35,7 +36,6 @@ from ..ranks.bootstrap import (
 from ..ranks.launch import launch
 from ..ranks.local_nodes import run_local_nodes
 from ..ranks.torchrun import report_results
-from . import checkpoint
 from .resume import RunConfig, checkpointed_training
 
 WORKER = f"{__package__}.elastic_worker"  # the module torchrun's agents run

@@ -29,9 +29,9 @@ from torch.distributed.tensor import DTensor
 from ..core import models
 from ..core.backends import GLOO
 from ..core.training import train
+from ..parallel import checkpoint
 from ..ranks.bootstrap import device
 from ..ranks.launch import launch
-from . import checkpoint
 from .batches import GlobalBatches, NoisyLoader
 from .resume import RunConfig, training_tensors
 

@@ -28,8 +28,8 @@ from ..core import models
 from ..core.backends import GLOO
 from ..core.errors import LaunchError
 from ..core.training import train
+from ..parallel import checkpoint
 from ..ranks.launch import launch
-from . import checkpoint
 from .batches import GlobalBatches, NoisyLoader
 
 
@@ -131,7 +131,9 @@ def checkpointed_training(cfg: RunConfig) -> dict:
             with open(Path(cfg.log_dir) / "losses.txt", "a") as log:
                 log.write(f"{state.step} {loss!r}\n")
         if cfg.every and cfg.checkpoint_dir and state.step % cfg.every == 0:
-            saves.append(checkpoint.save(state, cfg.checkpoint_dir))
+            saving = time.perf_counter()
+            checkpoint.save(state, cfg.checkpoint_dir)
+            saves.append(time.perf_counter() - saving)
         update_ends.append(time.perf_counter() - began)
         if state.step == cfg.kill_at and dist.get_rank() == cfg.kill_rank:
             if cfg.log_dir:

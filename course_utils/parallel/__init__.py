@@ -20,6 +20,9 @@ imports torch and itself only, so a spawned rank that needs an algorithm starts 
   zigzag split that balances the causal mask's work (notebook 10).
 - `expert_parallel`: a mixture of experts whose tokens travel to their experts and back
   by all-to-all (notebook 10).
+- `checkpoint`: everything a run needs to go on, saved and loaded with PyTorch's
+  distributed checkpoint (notebook 09). Imported on its own (`from course_utils.parallel
+  import checkpoint`): `torch.distributed.checkpoint` takes a second to import.
 """
 
 from . import (

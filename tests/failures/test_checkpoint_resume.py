@@ -138,7 +138,7 @@ def test_replay_refuses_what_it_cannot_replay():
 
 
 def test_a_checkpoint_folder_without_metadata_is_not_complete():
-    from course_utils.failures import checkpoint
+    from course_utils.parallel import checkpoint
 
     with tempfile.TemporaryDirectory() as root:
         assert checkpoint.latest(root) is None

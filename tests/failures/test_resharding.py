@@ -9,8 +9,9 @@ from dataclasses import replace
 
 import pytest
 
-from course_utils.failures import charts, checkpoint, resharding, verdicts
+from course_utils.failures import charts, resharding, verdicts
 from course_utils.failures.resume import RunConfig, checkpointed_training
+from course_utils.parallel import checkpoint
 from course_utils.ranks.launch import launch
 
 SMALL = RunConfig(steps=16, every=None, hidden=16, train_samples=256, noise=0.0)

@@ -11,7 +11,6 @@ writes the rows of the model and optimizer it holds: `resharding`).
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import torch
@@ -75,11 +74,9 @@ def step_folder(root: str | Path, step: int) -> Path:
     return Path(root) / f"step-{step:06d}"
 
 
-def save(state: TrainingState, root: str | Path) -> float:
-    """Write `state` under `root/step-NNNNNN` on every rank; returns the seconds it took."""
-    started = time.perf_counter()
+def save(state: TrainingState, root: str | Path) -> None:
+    """Write `state` under `root/step-NNNNNN`, on every rank together."""
     dcp.save({"train": state}, checkpoint_id=str(step_folder(root, state.step)))
-    return time.perf_counter() - started
 
 
 def latest(root: str | Path) -> int | None:
