@@ -178,6 +178,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from .ranks.start_method import NativeWindows, refuse_native_windows
+
+    try:  # before the parser imports the chapters, some of which are POSIX-only
+        refuse_native_windows()
+    except NativeWindows as exc:
+        print(f"python -m course_utils: {exc}", file=sys.stderr)
+        return 1
     parser = build_parser()
     args = parser.parse_args(argv)
     handlers = {

@@ -14,6 +14,8 @@ import subprocess
 import sys
 import time
 
+from .start_method import default_start_method
+
 NAME = "launch"
 HELP = "start N ranks of a no-op and get their results back, repeated; count failures"
 TARGET_SECONDS = 0.5
@@ -23,7 +25,12 @@ def add_arguments(parser) -> None:
     parser.add_argument("--world-size", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--backend", default="auto")
-    parser.add_argument("--start-method", choices=["fork", "spawn"], default=None)
+    parser.add_argument(
+        "--start-method",
+        choices=["fork", "forkserver", "spawn"],
+        default=None,
+        help="default: the course's choice for this platform (doctor prints it)",
+    )
     parser.add_argument(
         "--learners", type=int, default=1, help="separate processes launching at once"
     )
@@ -94,7 +101,7 @@ def run(args) -> dict:
         "benchmark": NAME,
         "world_size": args.world_size,
         "backend": args.backend,
-        "start_method": args.start_method or "default",
+        "start_method": args.start_method or f"default ({default_start_method()})",
         "learners": args.learners,
         "launches": args.repeats * args.learners,
         "failed": measured["failed"],

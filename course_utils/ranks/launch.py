@@ -17,11 +17,11 @@ process handling it shares with the local torchrun nodes in `processes`.
 
 from __future__ import annotations
 
-import os
 import shutil
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from pathlib import Path
 
 import cloudpickle
 
@@ -30,6 +30,7 @@ from . import bootstrap as rank_setup
 from . import limits, processes
 from .child import RankSpec, rank_main
 from .diagnosis import Outcome, RankFailure
+from .start_method import refuse_native_windows
 from .supervisor import RankHandle, close_streams, stop_all, supervise, supervise_calls
 
 __all__ = [
@@ -81,6 +82,7 @@ def launch(
     (each rank gets its share of the cores). `timeout` defaults to the profile's
     `launch_timeout` (120 s on the cpu profile, an hour for the gpu profile's full runs).
     """
+    refuse_native_windows()
     name = getattr(fn, "__name__", type(fn).__name__)
     kwargs = {} if kwargs is None else kwargs
     for wrap, _ in CARRIED:
@@ -119,7 +121,7 @@ def launch(
     try:
         with processes.interrupts_held():  # made and recorded, or not made
             workdir = limits.rendezvous_folder()
-        spec = replace(spec, init_method="file://" + os.path.join(workdir, "rendezvous"))
+        spec = replace(spec, init_method=(Path(workdir) / "rendezvous").as_uri())
         start_ranks(spec)
         return _unwrapped(supervise(ranks, spec, restart=start_ranks), fn)
     except KeyboardInterrupt:

@@ -13,12 +13,39 @@ import sys
 
 import torch
 
-__all__ = ["START_METHOD_VAR", "can_fork", "default_start_method", "start_method_and_why"]
+from ..core.errors import CourseError
+
+__all__ = [
+    "START_METHOD_VAR",
+    "NativeWindows",
+    "can_fork",
+    "default_start_method",
+    "refuse_native_windows",
+    "start_method_and_why",
+]
 
 START_METHOD_VAR = "COURSE_START_METHOD"
 START_METHODS = ("fork", "forkserver", "spawn")
 # what the server forks ranks from: imported there once, not by every rank
 FORKSERVER_PRELOAD = ["torch", "torch.distributed", "course_utils.ranks.child"]
+
+
+class NativeWindows(CourseError):
+    """The course's ranks cannot start on native Windows; WSL2 runs them."""
+
+
+WSL2 = (
+    "the course's ranks need Linux or macOS: native Windows has none of the process groups "
+    "and signals that start and stop them, and PyTorch's own distributed support there is "
+    "limited. Run the course in WSL2 instead: in PowerShell, `wsl --install -d Ubuntu` "
+    "(then restart), and in the Ubuntu terminal, inside a clone of the course, `make lab`."
+)
+
+
+def refuse_native_windows() -> None:
+    """Stop at once, with what to do, before anything POSIX-only runs (doctor, `launch`)."""
+    if sys.platform == "win32":
+        raise NativeWindows(WSL2)
 
 
 def default_start_method(backend: str = "gloo") -> str:

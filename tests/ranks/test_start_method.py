@@ -65,3 +65,30 @@ def test_a_choice_that_cannot_work_is_refused_with_what_to_do(monkeypatch, value
         monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
     with pytest.raises(ValueError, match=says):
         start_method.default_start_method()
+
+
+def _nothing_may_start(*args, **kwargs):
+    raise AssertionError("something ran after the Windows check")
+
+
+def test_native_windows_stops_the_first_launch_with_the_way_to_wsl2(monkeypatch):
+    from course_utils.ranks import launch as launch_module
+
+    monkeypatch.setattr(launch_module.processes, "context", _nothing_may_start)
+    monkeypatch.setattr(launch_module.limits, "rendezvous_folder", _nothing_may_start)
+    monkeypatch.setattr(sys, "platform", "win32")
+    with pytest.raises(start_method.NativeWindows, match="WSL2") as refused:
+        launch(os.getpid, 2)
+    assert "wsl --install" in str(refused.value) and "make lab" in str(refused.value)
+
+
+def test_native_windows_stops_doctor_with_one_message_and_exit_code_1(monkeypatch, capsys):
+    from course_utils import __main__ as cli
+    from course_utils.course import doctor
+
+    monkeypatch.setattr(doctor, "report", _nothing_may_start)
+    monkeypatch.setattr(cli, "build_parser", _nothing_may_start)
+    monkeypatch.setattr(sys, "platform", "win32")
+    assert cli.main(["doctor"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Linux or macOS" in err and "wsl --install" in err
