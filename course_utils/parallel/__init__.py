@@ -20,6 +20,8 @@ imports torch and itself only, so a spawned rank that needs an algorithm starts 
   zigzag split that balances the causal mask's work (notebook 10).
 - `expert_parallel`: a mixture of experts whose tokens travel to their experts and back
   by all-to-all (notebook 10).
+- `parameter_server`: workers that push gradients and pull parameters, and servers that
+  apply them synchronously or as they arrive (notebook 07).
 - `checkpoint`: everything a run needs to go on, saved and loaded with PyTorch's
   distributed checkpoint (notebook 09). Imported on its own (`from course_utils.parallel
   import checkpoint`): `torch.distributed.checkpoint` takes a second to import.
@@ -30,6 +32,7 @@ from . import (
     context_parallel,
     data_parallel,
     expert_parallel,
+    parameter_server,
     sequence_parallel,
     tensor_parallel,
     zero,
@@ -41,6 +44,7 @@ __all__ = [
     "context_parallel",
     "data_parallel",
     "expert_parallel",
+    "parameter_server",
     "sequence_parallel",
     "tensor_parallel",
     "zero",

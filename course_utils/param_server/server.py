@@ -1,16 +1,14 @@
-"""A parameter server on point-to-point messages: synchronous, or asynchronous (Downpour).
+"""Notebook 07's parameter server runs: `parallel.parameter_server`'s workers and servers on
+real ranks, with what a lesson needs around them.
 
-Ranks 0..S-1 are servers, each owning one slice of the flattened parameters; the other
-ranks are workers. A worker computes a gradient with the parameters it last pulled,
-pushes each slice to its server, and waits for the new slice back. A synchronous server
-waits for every worker, averages and applies one update; an asynchronous one applies each
-gradient the moment it arrives, so a gradient may be *stale* (computed on parameters that
-other updates have since changed); each one's staleness (updates since its pull) is kept.
-
-Messages cross `cfg.link` (`network.wire`). Gloo cannot poll a receive, and one from a dead
+Around a worker: its batches, a slower worker's pause, and a worker told to die that kills
+itself. Around a server: each update's staleness, senders and time, snapshots of the
+parameters, and a watch on the workers. Gloo cannot poll a receive, and one from a dead
 peer never returns, so each server receives from any worker (`dist.recv` without a
-source) on a helper thread and waits on a queue with a deadline: a worker silent for
-`worker_timeout` seconds is lost. Async training goes on without it; sync cannot.
+source) on a helper thread (`Inbox`) and waits on a queue with a deadline: a worker silent
+for `worker_timeout` seconds is lost. Async training goes on without it; sync cannot.
+Messages cross `cfg.link` (`network.wire`) and are counted where they cross
+`torch.distributed` (`network.recorder`).
 """
 
 from __future__ import annotations
@@ -30,11 +28,10 @@ from ..core import progress
 from ..core.errors import LaunchError
 from ..core.models import build
 from ..network import wire
+from ..network.recorder import recording
+from ..parallel import parameter_server
 from .inbox import Inbox
 
-GRADIENT, BYE = 0.0, 1.0  # what a worker's message carries
-PARAMS, STOP = 0.0, 1.0  # what a server's reply carries
-HEADER = 2  # [kind, version] in front of every message
 MODES = ("sync", "async")
 
 
@@ -139,142 +136,133 @@ def node(cfg: ServerConfig, train, input_shape, num_classes):
 
 
 def _work(cfg, params, shards, train, input_shape, num_classes) -> dict:
+    """A worker (`parameter_server.work`), its gradients computed here: a slower one pauses,
+    the one told to die kills itself after its `kill_after`-th gradient."""
     worker = dist.get_rank() - cfg.servers + 1
     model = build(cfg.model, input_shape, num_classes, hidden=cfg.hidden, seed=cfg.seed)
     batches = worker_batches(train, cfg.batch_size, worker - 1, cfg.workers, cfg.seed)
-    versions = [0] * cfg.servers
-    active = set(range(cfg.servers))
-    pushed, losses, moved = 0, [], 0
-    while active:
-        if cfg.kill_worker == worker and pushed == cfg.kill_after:
+    losses = []
+
+    def next_gradient(at: torch.Tensor) -> torch.Tensor:
+        if cfg.kill_worker == worker and len(losses) == cfg.kill_after:
             os.kill(os.getpid(), signal.SIGKILL)  # for real: no goodbye, sockets just close
-        grad, loss = gradient(model, params, *next(batches))
+        grad, loss = gradient(model, at, *next(batches))
         losses.append(loss)
         _pause(cfg.delay_of(worker))
-        for s in sorted(active):
-            a, b = shards[s]
-            header = torch.tensor([GRADIENT, versions[s]], device=grad.device)
-            message = torch.cat([header, grad[a:b]])
-            dist.send(message, s)
-            moved += message.numel() * message.element_size()
-        for s in sorted(active):
-            a, b = shards[s]
-            reply = torch.empty(HEADER + b - a, device=params.device)
-            dist.recv(reply, s)
-            moved += reply.numel() * reply.element_size()
-            if reply[0] == STOP:
-                active.discard(s)
-            else:
-                versions[s] = int(reply[1])
-                params[a:b] = reply[HEADER:]
-        pushed += 1
-    for s in range(cfg.servers):
-        a, b = shards[s]
-        goodbye = torch.zeros(HEADER + b - a, device=params.device)
-        goodbye[0] = BYE
-        dist.send(goodbye, s)
+        return grad
+
+    with recording() as log:  # every message counted where it crosses torch.distributed
+        pushed = parameter_server.work(next_gradient, params, shards)
+    moved = log.bytes_sent() + log.bytes_received()
     return {"worker": worker, "gradients": pushed, "losses": losses, "bytes": moved}
 
 
-def _serve(cfg: ServerConfig, params: torch.Tensor, shard: tuple[int, int], bar) -> ServerLog:
-    a, b = shard
-    mine = params[a:b].clone()
-    log = ServerLog(shard=shard)
-    inbox = Inbox(HEADER + b - a)
+def _serve(cfg: ServerConfig, params: torch.Tensor, bounds: tuple[int, int], bar) -> ServerLog:
+    """A server (`parameter_server.serve`), its updates logged here, and its workers watched:
+    one silent for `worker_timeout` seconds is lost. Async goes on as if it had said goodbye;
+    sync stops the others and gives up."""
+    shard = parameter_server.Shard(params, bounds, cfg.lr)
+    log = ServerLog(shard=bounds)
     workers = {cfg.rank_of(w): w for w in range(1, cfg.workers + 1)}
-    start = time.perf_counter()
-    heard = dict.fromkeys(workers, start)
-    done: set[int] = set()
-    version = 0
-
-    def reply(rank: int, kind: float) -> None:
-        message = torch.cat([torch.tensor([kind, float(version)], device=mine.device), mine])
-        try:
-            dist.send(message, rank)
-            log.bytes_sent += message.numel() * message.element_size()
-        except RuntimeError as exc:  # the worker's connection is gone
-            log.lost.setdefault(workers[rank], f"could not take its reply ({_short(exc)})")
-
-    def receive(owing: set[int], deadline_note: str):
-        """The next gradient, or (None, None); a worker in `owing` silent too long is lost."""
-        rank, message = inbox.get(timeout=0.05)
-        now = time.perf_counter()
-        if rank is None:
-            for r in owing:
-                if workers[r] not in log.lost and now - heard[r] > cfg.worker_timeout:
-                    log.lost[workers[r]] = (
-                        f"sent nothing for {cfg.worker_timeout:g} s {deadline_note}"
-                    )
-            return None, None
-        heard[rank] = now
-        if message[0] == BYE:
-            done.add(rank)
-        elif workers[rank] in log.lost or version >= cfg.updates:
-            reply(rank, STOP)  # a late gradient, or one from a worker given up for lost
-        else:
-            log.bytes_received += message.numel() * message.element_size()
-            return rank, message
-        return None, None
-
-    def record(staleness: int, senders: list[int]) -> None:
-        log.staleness.append(staleness)
-        log.senders.append(senders)
-        log.seconds.append(time.perf_counter() - start)
-        bar.update(1)
-        if version % cfg.snapshot_every == 0 or version == cfg.updates:
-            log.snapshots.append((version, log.seconds[-1], mine.clone()))
-
-    log.snapshots.append((0, 0.0, mine.clone()))
-    if cfg.mode == "async":
-        while version < cfg.updates and len(log.lost) < len(workers):
-            owing = {r for r in workers if r not in done}
-            rank, message = receive(owing, "(no gradient, no goodbye)")
-            if rank is None:
-                continue
-            stale = version - int(message[1])
-            mine.add_(message[HEADER:], alpha=-cfg.lr)
-            version += 1
-            record(stale, [workers[rank]])
-            reply(rank, STOP if version >= cfg.updates else PARAMS)
-    else:
-        while version < cfg.updates:
-            pending, total = {r for r in workers if r not in done}, torch.zeros_like(mine)
-            while pending and not log.lost:
-                rank, message = receive(pending, f"while update {version + 1} waited for it")
-                if rank is not None:
-                    total += message[HEADER:]
-                    pending.discard(rank)
-            if log.lost:
-                return _give_up(cfg, log, workers, version, reply)
-            mine.add_(total / len(workers), alpha=-cfg.lr)
-            version += 1
-            record(0, sorted(workers.values()))
-            for r in workers:
-                reply(r, STOP if version >= cfg.updates else PARAMS)
-    while any(r not in done and workers[r] not in log.lost for r in workers):
-        receive({r for r in workers if r not in done}, "(it never said goodbye)")
-    log.params = mine
+    with recording() as counted:  # before the inbox's thread starts receiving
+        inbox = Inbox(shard.message_size)
+        watch = _Watch(cfg, shard, workers, log, inbox)
+        log.snapshots.append((0, 0.0, shard.params.clone()))
+        updates = parameter_server.serve(
+            shard, list(workers), cfg.updates, cfg.mode == "sync", watch.receive
+        )
+        for staleness, ranks in updates:
+            log.staleness.append(staleness)
+            log.senders.append(sorted(workers[r] for r in ranks))
+            log.seconds.append(time.perf_counter() - watch.start)
+            bar.update(1)
+            if shard.version % cfg.snapshot_every == 0 or shard.version == cfg.updates:
+                log.snapshots.append((shard.version, log.seconds[-1], shard.params.clone()))
+    log.bytes_sent, log.bytes_received = counted.bytes_sent(), counted.bytes_received()
+    log.params = shard.params
     return log
 
 
-def _give_up(cfg, log, workers, version, reply):
-    """A synchronous server cannot update without every gradient: stop the rest, name the lost.
+class _Watch:
+    """The server's `receive`: the inbox's next message, with a deadline per worker."""
 
-    A STOP sent before a worker's gradient arrives is read as the answer to it, so every
-    live worker finishes; the helper thread keeps swallowing what they still send.
-    """
-    lost = sorted(log.lost)
-    for r in workers:
-        if workers[r] not in log.lost:
-            reply(r, STOP)
-    names = ", ".join(f"worker {w} (rank {cfg.rank_of(w)})" for w in lost)
-    raise WorkerLost(
-        f"{names} did not deliver its gradient for update {version + 1}: it "
-        f"{log.lost[lost[0]]}. A synchronous parameter server cannot apply an update without "
-        "every worker's gradient, so it stopped the other workers and gave up.",
-        rank=cfg.rank_of(lost[0]),
-        world_size=cfg.world_size,
-    )
+    def __init__(self, cfg: ServerConfig, shard, workers: dict, log: ServerLog, inbox: Inbox):
+        self.cfg, self.shard, self.workers, self.log, self.inbox = cfg, shard, workers, log, inbox
+        self.start = time.perf_counter()
+        self.heard = dict.fromkeys(workers, self.start)
+        self.delivered: dict[int, int] = {}  # rank -> the version its last gradient was for
+        self.said_bye: set[int] = set()
+        self.goodbyes: list[int] = []  # lost workers, handed to the server as goodbyes
+
+    def receive(self):
+        while not self.goodbyes:
+            rank, message = self.inbox.get(timeout=0.05)
+            if rank is None:
+                self._look_for_lost()
+                continue
+            self.heard[rank] = time.perf_counter()
+            if self.workers[rank] in self.log.lost:  # given up on: it is told to stop
+                if message[0] != parameter_server.BYE:
+                    self._reply(rank, parameter_server.STOP)
+                continue
+            if message[0] == parameter_server.BYE:
+                self.said_bye.add(rank)
+            else:
+                self.delivered[rank] = self.shard.version
+            return rank, message
+        rank = self.goodbyes.pop(0)
+        goodbye = torch.zeros(self.shard.message_size, device=self.shard.params.device)
+        goodbye[0] = parameter_server.BYE
+        return rank, goodbye
+
+    def _owing(self, rank: int) -> bool:
+        """Whether the server waits for something from `rank`: a gradient, or its goodbye."""
+        if rank in self.said_bye or self.workers[rank] in self.log.lost:
+            return False
+        synchronous = self.cfg.mode == "sync" and self.shard.version < self.cfg.updates
+        return not synchronous or self.delivered.get(rank) != self.shard.version
+
+    def _look_for_lost(self) -> None:
+        now, cfg, version = time.perf_counter(), self.cfg, self.shard.version
+        if version >= cfg.updates:
+            note = "(it never said goodbye)"
+        elif cfg.mode == "sync":
+            note = f"while update {version + 1} waited for it"
+        else:
+            note = "(no gradient, no goodbye)"
+        for rank in self.workers:
+            if self._owing(rank) and now - self.heard[rank] > cfg.worker_timeout:
+                silence = f"sent nothing for {cfg.worker_timeout:g} s {note}"
+                self.log.lost[self.workers[rank]] = silence
+                self.goodbyes.append(rank)
+        if self.goodbyes and cfg.mode == "sync" and version < cfg.updates:
+            self._give_up()
+
+    def _reply(self, rank: int, kind: float) -> None:
+        try:
+            self.shard.reply(rank, kind)
+        except RuntimeError as exc:  # the worker's connection is gone
+            why = f"could not take its reply ({_short(exc)})"
+            self.log.lost.setdefault(self.workers[rank], why)
+
+    def _give_up(self):
+        """A synchronous server cannot update without every gradient: stop the rest, name
+        the lost. A STOP sent before a worker's gradient arrives is read as the answer to
+        it, so every live worker finishes; the helper thread keeps swallowing what they
+        still send."""
+        cfg, log = self.cfg, self.log
+        for rank in self.workers:
+            if self.workers[rank] not in log.lost:
+                self._reply(rank, parameter_server.STOP)
+        lost = sorted(log.lost)
+        names = ", ".join(f"worker {w} (rank {cfg.rank_of(w)})" for w in lost)
+        raise WorkerLost(
+            f"{names} did not deliver its gradient for update {self.shard.version + 1}: it "
+            f"{log.lost[lost[0]]}. A synchronous parameter server cannot apply an update "
+            "without every worker's gradient, so it stopped the other workers and gave up.",
+            rank=cfg.rank_of(lost[0]),
+            world_size=cfg.world_size,
+        )
 
 
 def _pause(seconds: float) -> None:
