@@ -163,7 +163,10 @@ def bytes_per_rank_bars(table: dict, floor: dict):
         title = "Every algorithm's busiest rank sends more than the floor"
     else:
         who = "Only the " + on_floor[0] if len(on_floor) == 1 else ", ".join(on_floor)
-        title = f"{who} send{'s' if len(on_floor) == 1 else ''} no more than the floor"
+        title = f"{who} send{'s' if len(on_floor) == 1 else ''} no more than the floor at every N"
+        every = [n for n in worlds if all(row[n] <= floor[n] * 1.01 for row in table.values())]
+        if every and len(on_floor) < len(table):
+            title += f";\nat N = {', '.join(map(str, every))} every algorithm does"
     ax.set_title(title)
     legend_outside(ax, fontsize=8)
     fig.tight_layout()

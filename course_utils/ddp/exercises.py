@@ -17,7 +17,7 @@ import torch
 import torch.distributed as dist
 from torch.utils.data import BatchSampler, DistributedSampler
 
-from ..core.checks import NOT_SOLVED, attempt, verdict
+from ..core.checks import NOT_SOLVED, Verdict, attempt, verdict
 from ..core.errors import LaunchError
 from ..core.own_answers import (
     Refused,
@@ -35,11 +35,11 @@ AVERAGE_CLAIM = "your average_gradients makes N ranks equal one process with the
 AVERAGE_WORLD_SIZES = (2, 3)
 
 
-def check_average_gradients(average, world_sizes=AVERAGE_WORLD_SIZES, steps: int = 6) -> bool:
+def check_average_gradients(average, world_sizes=AVERAGE_WORLD_SIZES, steps: int = 6) -> Verdict:
     """Train with the learner's averaging on each number of ranks in turn; compare each run
     with its serial twin."""
     if own_answer_name(average):
-        return bool(verdict(False, message(own_answer_name(average))))
+        return verdict(False, message(own_answer_name(average)))
     sizes = (world_sizes,) if isinstance(world_sizes, int) else tuple(world_sizes)
     setup, average = Setup(per_rank_batch=8, steps=steps, hidden=16, lr=0.1), Refusing(average)
     passed = []
@@ -48,18 +48,18 @@ def check_average_gradients(average, world_sizes=AVERAGE_WORLD_SIZES, steps: int
             if not passed:
                 tried = launch(_try_average, n, args=(average,), timeout=60, backend="gloo")
                 if NOT_SOLVED in tried:
-                    return bool(verdict(False, NOT_SOLVED))
+                    return verdict(False, NOT_SOLVED)
             result = equivalence(n, "by_hand", setup, average=average, timeout=60)
         except LaunchError as exc:
             if from_launch(exc):
-                return bool(verdict(False, from_launch(exc)))
+                return verdict(False, from_launch(exc))
             failed = f"a rank failed on {n} ranks ({exc.exc_type}), see above"
-            return bool(verdict(False, f"{AVERAGE_CLAIM}: {failed}"))
+            return verdict(False, f"{AVERAGE_CLAIM}: {failed}")
         if result.max_abs_diff > 1e-5:
             print(f"largest weight difference from the one-process run: {result.max_abs_diff:.2e}")
-            return bool(verdict(False, f"{AVERAGE_CLAIM}: {_average_hint(result, passed)}"))
+            return verdict(False, f"{AVERAGE_CLAIM}: {_average_hint(result, passed)}")
         passed.append(n)
-    return bool(verdict(True, AVERAGE_CLAIM))
+    return verdict(True, AVERAGE_CLAIM)
 
 
 def _average_hint(result, passed: list[int]) -> str:
@@ -126,27 +126,27 @@ def _takes_drop_last(fn) -> bool:
         return False
 
 
-def check_updates_per_epoch(fn) -> bool:
+def check_updates_per_epoch(fn) -> Verdict:
     """`fn(samples, world_size, per_rank_batch)` against DistributedSampler's count with
     `drop_last=True`; a function that takes `drop_last=` is also tried with False."""
     if own_answer_name(fn):
-        return bool(verdict(False, message(own_answer_name(fn))))
+        return verdict(False, message(own_answer_name(fn)))
     settings = (True, False) if _takes_drop_last(fn) else (True,)
     tried = [(case, d) for d in settings for case in _CASES]
     answers = [attempt_refusing(_counted, fn, case, d, len(settings) > 1) for case, d in tried]
     refused = next((a for a in answers if isinstance(a, Refused)), None)
     if refused is not None:
-        return bool(verdict(False, refused))
+        return verdict(False, refused)
     if any(a is NOT_SOLVED for a in answers):
-        return bool(verdict(False, NOT_SOLVED))
+        return verdict(False, NOT_SOLVED)
     wrong = [(c, d, a) for (c, d), a in zip(tried, answers, strict=True)
              if a != sampler_updates(*c, drop_last=d)]  # fmt: skip
     if not wrong:
-        return bool(verdict(True, STEPS_CLAIM))
+        return verdict(True, STEPS_CLAIM)
     if len(set(answers)) == 1:
         hint = f"{answers[0]} for every case tried: count from the arguments, not a number typed in"
-        return bool(verdict(False, f"{STEPS_CLAIM}: {hint}"))
-    return bool(verdict(False, f"{STEPS_CLAIM}: {_steps_hint(*wrong[0])}"))
+        return verdict(False, f"{STEPS_CLAIM}: {hint}")
+    return verdict(False, f"{STEPS_CLAIM}: {_steps_hint(*wrong[0])}")
 
 
 def _counted(fn, case, drop_last: bool, pass_drop_last: bool):

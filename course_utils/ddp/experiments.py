@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from ..core import data as course_data
@@ -141,7 +142,10 @@ class SplitRow:
 
     @property
     def ratio(self) -> float:
-        return self.compute_per_step / max(self.communication_per_step, 1e-9)
+        """Compute over communication per step; infinite on one rank, which sends nothing."""
+        if self.communication_per_step <= 0:
+            return math.inf
+        return self.compute_per_step / self.communication_per_step
 
 
 def split_global_batch(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import textwrap
 
 import matplotlib.pyplot as plt
 
@@ -41,7 +42,7 @@ def curves_by_rule(curves: dict, titles: dict):
             )
         ax.set_yscale("log")
         ax.set_xlabel("epoch")
-        ax.set_title(titles.get(rule, rule), fontsize=10)
+        ax.set_title(textwrap.fill(titles.get(rule, rule), 44), fontsize=10)
     axes[0].set_ylabel("mean mini-batch loss of the epoch (log)")
     axes[-1].legend(fontsize=8)
     fig.tight_layout()

@@ -185,7 +185,10 @@ def rescue_title(rescued: list[int], failing: list[int]) -> str:
     if not failing:
         return "no scaled run stalled: nothing for warmup to rescue"
     if not rescued:
-        return "warmup rescues none of the stalled large-batch runs"
+        return (
+            f"warmup does not make every seed train at batch {batch_list(failing)}:\n"
+            "at each, some seed still stalls"
+        )
     lost = [b for b in failing if b not in rescued]
     tail = f"; at {batch_list(lost)} it fails too" if lost else ""
     return (

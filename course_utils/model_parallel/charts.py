@@ -38,7 +38,7 @@ def real_note(link_label: str) -> str:
     over which link."""
     return (
         "real compute, each stage timed on its simulated clock (CPU time + waits);\n"
-        f"hand-offs over an {link_label}"
+        f"hand-offs over the {link_label}"
     )
 
 
@@ -46,7 +46,7 @@ def bubble_note(link_label: str) -> str:
     """The subtitle of the bubble chart, which shows both clocks."""
     return (
         "real clock: wall time, a core per stage, hand-offs over the real link (gloo);\n"
-        f"simulated: CPU time + waits per stage, hand-offs over an {link_label}"
+        f"simulated: CPU time + waits per stage, hand-offs over the {link_label}"
     )
 
 

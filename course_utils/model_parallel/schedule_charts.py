@@ -84,8 +84,8 @@ def bubble_by_schedule(rows: list[dict] | dict[str, list[dict]]):
     for ax, panel in zip(axes, panels.values(), strict=True):
         _bubble_panel(ax, panel)
     handles, labels = axes[0].get_legend_handles_labels()
-    axes[0].legend(handles, labels, fontsize=7)
-    fig.tight_layout()
+    fig.legend(handles, labels, fontsize=8, ncols=len(labels), loc="lower center")
+    fig.tight_layout(rect=(0, 0.08, 1, 1))  # the legend below the panels, clear of the bars
     plt.close(fig)  # shown once, as the cell's result
     return fig
 

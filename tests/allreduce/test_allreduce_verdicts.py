@@ -132,11 +132,11 @@ def test_link_regimes_fail_on_a_link_without_them():
 
 
 def test_the_ring_keeps_up_unless_it_is_much_slower():
-    """A ring as fast as gloo's, or 1.3x, passes at 16 MiB; one that sends the whole tensor
-    every step (twice the bytes on 2 ranks, so at least twice the time) fails; other sizes
-    do not decide it."""
+    """A ring as fast as gloo's, or 1.8x (page faults), passes at 16 MiB; one that sends
+    the whole tensor every step (twice the bytes on 2 ranks, so at least twice the time)
+    fails; other sizes do not decide it."""
     sizes = [1 << 20, 16 << 20, 64 << 20]
     builtin = [1e-3, 15e-3, 60e-3]
-    assert verdicts.ring_keeps_up(sizes, [2e-3, 19.5e-3, 150e-3], builtin).ok
-    whole_tensor = verdicts.ring_keeps_up(sizes, [2e-3, 31e-3, 120e-3], builtin)
+    assert verdicts.ring_keeps_up(sizes, [2e-3, 27e-3, 150e-3], builtin).ok
+    whole_tensor = verdicts.ring_keeps_up(sizes, [2e-3, 30e-3, 120e-3], builtin)
     assert not whole_tensor.ok and whole_tensor.claim.startswith("real clock:")

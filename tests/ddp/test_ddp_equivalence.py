@@ -143,3 +143,12 @@ def test_data_parallel_needs_two_gpus():
     if visible_gpus().count >= 2:
         pytest.skip("this machine has GPUs")
     assert data_parallel_vs_one_device() is None
+
+
+def test_one_rank_has_no_compute_to_communication_ratio():
+    import math
+
+    from course_utils.ddp.experiments import SplitRow
+
+    assert SplitRow(1, 1024, 0.01, 0.0).ratio == math.inf  # nothing to send: no ratio
+    assert SplitRow(4, 256, 0.01, 0.02).ratio == 0.5

@@ -137,7 +137,7 @@ def test_titles_say_what_the_curves_did():
     s = summary_of()
     titles = limits.curve_titles(s, 1.5)
     assert titles["scaled"].endswith("until batch 512 diverges in 2 of 2 seeds")
-    assert limits.rescue_title([], [512]).startswith("warmup rescues none")
+    assert limits.rescue_title([], [512]).startswith("warmup does not make every seed train at")
     assert limits.rescue_title([1024], [1024, 2048]) == (
         "warmup lets batch 1024 train again; at 2048 it fails too"
     )

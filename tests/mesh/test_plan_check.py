@@ -113,7 +113,8 @@ def test_the_chart_names_its_clock_and_titles_from_the_data():
     assert "ρ = 1.00" in title and "l0, is the fastest" in title
     assert f"{len(rows)} layouts on 4 ranks" in title
     wrong = planner_vs_runs(PlannerCheck("10gbe", "l3", rows, targets(rows, "l3"), 4))
-    assert "is not (the fastest is l0)" in wrong._suptitle.get_text()
+    title = wrong._suptitle.get_text()
+    assert "l3, runs 100% slower than the fastest measured, l0" in title  # 2.0 s against 1.0
 
 
 def test_layouts_of_different_rank_counts_are_refused():
