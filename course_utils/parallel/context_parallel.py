@@ -135,7 +135,8 @@ def _next(block: torch.Tensor, rank: int, world: int) -> torch.Tensor:
 
 class RingAttention(torch.autograd.Function):
     """Ring attention with its own backward: autograd through the sends would keep every
-    block that passed by; this keeps only this rank's q, k, v and its output."""
+    block that passed by; this keeps only this rank's q, k, v, its output and the
+    log-sum-exp of its scores."""
 
     @staticmethod
     def forward(ctx, q, k, v, layout):
