@@ -7,9 +7,10 @@ group per dimension. A rank then holds
 - of each of those blocks, its tensor-parallel share (Megatron's heads and MLP neurons,
   notebook 10), whose f and g all-reduce over its `tp` group only;
 - and trains on its data-parallel replica's share of every batch, in GPipe's order over M
-  micro-batches (all forwards, then all backwards), its activations and their gradients
-  crossing to the neighbouring stage with sends along `pp`; after the backward its
-  gradients are averaged over its `dp` group, in one bucket, before the SGD step.
+  micro-batches (all forwards, then all backwards) with notebook 06's engine
+  (`parallel.pipeline`), its activations and their gradients crossing to the neighbouring
+  stage with sends along `pp`; after the backward its gradients are averaged over its `dp`
+  group, in one bucket, before the SGD step.
 Each piece is one of the course's earlier chapters; what is new is that every collective
 runs on one dimension's group, and that one rank plays all three parts.
 """
@@ -28,7 +29,7 @@ from ..parallel.tensor_parallel import f, g
 from ..transformer.model import Transformer
 from ..transformer.tensor_parallel import TensorParallelAttention, TensorParallelMLP
 
-__all__ = ["gpipe_step", "stage_blocks", "stage_model", "sync_dp"]
+__all__ = ["next_token_loss", "stage_blocks", "stage_model", "sync_dp"]
 
 
 def stage_blocks(blocks: int, stage: int, stages: int) -> range:
@@ -62,66 +63,9 @@ def stage_model(
     return split
 
 
-def _forward(model: Transformer, x: torch.Tensor) -> torch.Tensor:
-    """Tokens or activations in; activations or logits out, as far as this stage goes."""
-    if model.embed is not None:
-        x = model.embed(x)
-    for block in model.blocks:
-        x = block(x)
-    return x if model.head is None else model.head(model.norm(x))
-
-
-def gpipe_step(model: Transformer, micro: list[torch.Tensor], pp_ranks: list[int], stage: int):
-    """One GPipe step of this stage over the micro-batches `micro` (token rows, seq + 1).
-
-    `pp_ranks`: the global ranks of this rank's pipeline, stage by stage. The loss of each
-    micro-batch is divided by M, so the gradients are those of the whole replica batch.
-    Returns the replica's loss on the last stage, else None."""
-    dev = next(model.parameters()).device
-    first, last, m = stage == 0, stage == len(pp_ranks) - 1, len(micro)
-    width = _width(model)
-    inputs, outputs, sends, loss = [], [], [], 0.0
-    for i, rows in enumerate(micro):
-        if first:
-            x = rows[:, :-1].to(dev)
-        else:
-            x = torch.empty(len(rows), rows.shape[1] - 1, width, device=dev)
-            dist.recv(x, pp_ranks[stage - 1], tag=i)
-            x.requires_grad_()
-        y = _forward(model, x)
-        if last:
-            y = F.cross_entropy(y.flatten(0, 1), rows[:, 1:].to(dev).flatten()) / m
-            loss += y.item()
-        else:
-            sends.append(_send(y.detach(), pp_ranks[stage + 1], tag=i))
-        inputs.append(x)
-        outputs.append(y)
-    for i in reversed(range(m)):
-        grad = None
-        if not last:
-            grad = torch.empty_like(outputs[i])
-            dist.recv(grad, pp_ranks[stage + 1], tag=m + i)
-        outputs[i].backward(grad)
-        if not first:
-            sends.append(_send(inputs[i].grad, pp_ranks[stage - 1], tag=m + i))
-    for handle, _ in sends:
-        handle.wait()
-    return loss if last else None
-
-
-def _send(t: torch.Tensor, to: int, tag: int):
-    """Start sending `t` to global rank `to`: the handle, and the tensor to keep alive
-    until it is done."""
-    t = t.contiguous()
-    return dist.isend(t, to, tag=tag), t
-
-
-def _width(model: Transformer) -> int:
-    """The model width, from whichever of its parts this stage holds."""
-    for module in model.modules():
-        if isinstance(module, nn.LayerNorm):
-            return module.normalized_shape[0]
-    raise ValueError("this stage holds no LayerNorm to read the width from")
+def next_token_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy of every position's prediction of the token after it."""
+    return F.cross_entropy(logits.flatten(0, 1), targets.flatten())
 
 
 def sync_dp(model: nn.Module, group) -> None:

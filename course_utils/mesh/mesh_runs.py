@@ -20,13 +20,15 @@ import torch.distributed as dist
 
 from ..core.sizes_mesh import MeshSizes
 from ..core.sizes_transformer import TransformerSizes
+from ..model_parallel.schedules import gpipe_order
 from ..network.recorder import Log, recording
+from ..parallel.pipeline import pipeline_step
 from ..ranks.bootstrap import device, synchronize
 from ..ranks.examples import whoami
 from ..ranks.launch import launch
 from ..transformer.model import batches, build, one_process_steps
 from .groups import coords_of, ranks_of_groups
-from .mesh3d import gpipe_step, stage_blocks, stage_model, sync_dp
+from .mesh3d import next_token_loss, stage_blocks, stage_model, sync_dp
 
 __all__ = [
     "FP32",
@@ -133,8 +135,11 @@ def mesh_step(rank: RankMesh, sequence: torch.Tensor) -> float | None:
     the gradients averaged over `dp`; the replica's loss on the last stage, else None."""
     replica = sequence.chunk(rank.size["dp"])[rank.at["dp"]]
     rank.opt.zero_grad(set_to_none=not rank.cfg.persistent_grads)
-    micro = list(replica.chunk(rank.cfg.microbatches))
-    loss = gpipe_step(rank.model, micro, rank.members["pp"], rank.at["pp"])
+    micro = [(rows[:, :-1], rows[:, 1:]) for rows in replica.chunk(rank.cfg.microbatches)]
+    order = gpipe_order(rank.at["pp"], rank.size["pp"], len(micro))
+    sample = (replica.shape[1] - 1, rank.cfg.model.width)  # one sequence's activations
+    pipeline = rank.members["pp"]
+    loss = pipeline_step(rank.model, order, micro, next_token_loss, sample, pipeline)
     sync_dp(rank.model, rank.groups["dp"])
     rank.opt.step()
     return loss

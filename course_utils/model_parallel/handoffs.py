@@ -1,71 +1,20 @@
-"""A pipeline stage's hand-offs: activations to the next stage, gradients to the previous one.
+"""The hand-offs of a rank with several pipeline chunks (interleaved 1F1B, zero bubble).
 
-On gloo every receive is posted one op ahead, so the data lands while the stage still
-computes, and tags tell the messages apart. NCCL matches a peer's messages in the order
-they were posted and runs them on one stream: a receive posted ahead of a send its peer
-is waiting for would never complete (in 1F1B's steady state both neighbours would be
-sending). There an op's receive is posted when the op before it sends, in one batch
-(`network.wire.start`), as Megatron's send-forward-receive-backward does.
+On gloo every receive is posted ahead, so the data lands while the stage still computes,
+and tags tell the messages apart. NCCL matches a peer's messages in the order they were
+posted and runs them on one stream: a receive posted ahead of a send its peer is waiting
+for would never complete (in 1F1B's steady state both neighbours would be sending). There
+an op's receive is posted when the op before it sends, in one batch (`network.wire.start`),
+as Megatron's send-forward-receive-backward does.
 """
 
 from __future__ import annotations
 
 import torch
-import torch.distributed as dist
 
 from ..network import wire
-from .schedules import BACKWARD, FORWARD
 
-__all__ = ["Handoffs", "Mailbox"]
-
-
-class Handoffs:
-    def __init__(self, order, microbatches: int, in_shape, out_shape, dev: torch.device):
-        self.order, self.microbatches = order, microbatches
-        self.rank, self.stages = dist.get_rank(), dist.get_world_size()
-        self.shapes, self.dev = {FORWARD: in_shape, BACKWARD: out_shape}, dev
-        self.ahead = not wire.batches_point_to_point()
-        self.inbox: dict[int, tuple[torch.Tensor, object]] = {}
-        self.sends: list = []
-
-    def _incoming(self, n: int):
-        """(buffer, peer, tag) of op n's input from another stage, or None."""
-        if n >= len(self.order) or n in self.inbox:
-            return None
-        kind, i = self.order[n]
-        if kind == FORWARD and self.rank > 0:
-            peer, tag = self.rank - 1, i
-        elif kind == BACKWARD and self.rank < self.stages - 1:
-            peer, tag = self.rank + 1, self.microbatches + i
-        else:
-            return None
-        return torch.empty(self.shapes[kind], device=self.dev), peer, tag
-
-    def post(self, n: int, outgoing=()) -> None:
-        """Send `outgoing` [(tensor, peer, tag)], and post op n's receive with them unless
-        it is already posted."""
-        incoming = self._incoming(n)
-        ops = [("send", t, peer, tag) for t, peer, tag in outgoing]
-        ops += [("recv", *incoming)] if incoming else []
-        if not ops:
-            return
-        handles = wire.start(*ops)
-        self.sends += [(t, h) for (t, _, _), h in zip(outgoing, handles, strict=False)]
-        if incoming:
-            self.inbox[n] = incoming[0], handles[-1]
-
-    def before(self, n: int) -> None:
-        """At the start of op n: on gloo, post op n+1's receive now."""
-        if self.ahead:
-            self.post(n + 1)
-
-    def take(self, n: int) -> tuple[torch.Tensor, object]:
-        """Op n's input buffer and the handle to wait on."""
-        return self.inbox.pop(n)
-
-    def finish(self) -> None:
-        for _, handle in self.sends:
-            handle.wait()
+__all__ = ["Mailbox"]
 
 
 class Mailbox:

@@ -1,14 +1,10 @@
 """Pipeline model parallelism for real: a sequential model cut into K stages on K ranks.
 
-Each rank keeps one stage. Activations travel forward and their gradients backward with
-point-to-point sends; the schedule (`schedules`) decides in which order a stage runs
-its micro-batches. Every stage notes when it computed and when it waited, so a
-training step comes back as a `Timeline`, together with the gradients, which must equal
-those of the unsplit model on the same batch.
-
-To make timelines readable on a 2-core laptop, an op may be padded with sleep to a fixed
-`slot` (times `stage_cost` for that stage): then the picture shows the schedule, not the
-noise of four processes sharing two cores; an illustration, not a measurement. Each stage
+Each rank keeps one stage and runs it with the course's engine (`parallel.pipeline`), in
+the order its schedule (`schedules`) gives. This module watches from outside: hooks on the
+stage time every op (`stage_watch`), and the recorder's stamps on each receive give the
+waits (`network.recorder`), so a training step comes back as a `Timeline`, together with
+the gradients, which must equal those of the unsplit model on the same batch. Each stage
 also counts the activation bytes it holds for its backwards (`activations`).
 """
 
@@ -16,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import pairwise
 
 import torch
@@ -25,17 +21,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..network import wire
+from ..network.recorder import recording
+from ..parallel.pipeline import pipeline_step
 from ..ranks.bootstrap import device
-from .activations import HeldActivations
-from .handoffs import Handoffs
-from .schedules import (
-    FORWARD,
-    WAIT,
-    Event,
-    Timeline,
-    check_order,
-    get_schedule,
-)
+from .schedules import WAIT, Event, Timeline, check_order, get_schedule
+from .stage_watch import StageWatch
 
 
 def mlp(widths: Sequence[int], seed: int = 0) -> nn.Sequential:
@@ -76,12 +66,6 @@ class StageResult:
     grads: list[torch.Tensor]  # of this stage's parameters
 
 
-def _pad_to(start: float, seconds: float) -> None:
-    left = start + seconds - time.perf_counter()
-    if left > 0:
-        time.sleep(left)
-
-
 def import_autograd_extras() -> None:
     """Backward from a given gradient lazily imports sympy (seconds on a busy laptop); do it
     once in the parent, so that every forked rank starts with it already imported."""
@@ -112,13 +96,13 @@ def run_stage(
     link: str | None = None,
     keep_grads: bool = True,
 ) -> StageResult:
-    """This rank's share of one training step: its stage, in the schedule's order.
+    """This rank's share of one training step: its stage, in the schedule's order, run by
+    `parallel.pipeline` and watched from outside (`stage_watch`).
 
-    Runs inside a launched rank (rank r = stage r). The loss is the mean cross-entropy
-    of the whole batch, so each micro-batch's loss is divided by `microbatches`. With a
-    `link`, hand-offs cross it and every time is the rank's link clock: its own CPU time
-    plus waits (`network.wire.now`), as if each stage had a core of its own. Without
-    `keep_grads` the gradients stay on the rank (a timing run need not ship them back).
+    Runs inside a launched rank (rank r = stage r). With a `link`, hand-offs cross it and
+    every time is the rank's link clock: its own CPU time plus waits (`network.wire.now`),
+    as if each stage had a core of its own. Without `keep_grads` the gradients stay on the
+    rank (a timing run need not ship them back).
     """
     with wire.active(link or "real", virtual=link is not None):
         now = wire.now if link else time.perf_counter
@@ -135,67 +119,30 @@ def _run_stage(model, schedule, microbatches, x, y, slot, stage_cost, backward_r
     dev = device()
     parts = split(model, stages)
     module = parts[rank].to(dev)
-    xs, ys = x.to(dev).chunk(microbatches), y.to(dev).chunk(microbatches)
+    # every stage alike: the first one computes its input's gradient too, which nothing
+    # needs, so that its backward costs what the others' do (equal stages, as in the formula)
+    xs = [part.detach().requires_grad_() for part in x.to(dev).chunk(microbatches)]
+    ys = y.to(dev).chunk(microbatches)
     with torch.no_grad():
         h = xs[0]
         for part in parts[:rank]:
             h = part.to(dev)(h)
-    in_shape = h.shape
-    cost = (stage_cost or [1.0] * stages)[rank]
-    last = rank == stages - 1
     order = check_order(sched.order(rank, stages, microbatches), microbatches, rank)
-    stash, events, outbox = {}, [], []
-    loss_total = 0.0
-
-    out_shape = _warm_up(module, in_shape, dev)
-    held = HeldActivations(module)
-    handoffs = Handoffs(order, microbatches, in_shape, out_shape, dev)
-
-    def receive(n: int) -> torch.Tensor:
-        buffer, handle = handoffs.take(n)
-        began = now()
-        handle.wait()
-        events.append(Event(rank, WAIT, -1, began - t0, now() - t0))
-        return buffer
-
-    handoffs.post(0)
+    _warm_up(module, h.shape, dev)
+    cost = (stage_cost or [1.0] * stages)[rank]
+    watch = StageWatch(module, order, now, (slot * cost, slot * cost * backward_ratio))
     dist.barrier()
     t0 = wire.restart()  # one moment for every stage: their events share one time axis
-    for n, (kind, i) in enumerate(order):
-        handoffs.before(n)
-        if kind == FORWARD:
-            inp = (xs[i] if rank == 0 else receive(n)).requires_grad_()  # every stage alike
-            start = now()
-            with held.forward(i, inp) as outputs:
-                out = module(inp)
-                if last:
-                    out = F.cross_entropy(out, ys[i]) / microbatches
-                outputs.append(out)  # what the stash keeps: the block's output, or the loss
-            if last:
-                loss_total += out.item()
-            else:
-                outbox.append((out.detach(), rank + 1, i))
-            stash[i] = (inp, out)
-            _pad_to(start, slot * cost)
-        else:
-            inp, out = stash.pop(i)
-            held.backward(i)
-            grad = None if last else receive(n)
-            start = now()
-            out.backward(grad)
-            if rank > 0:
-                outbox.append((inp.grad, rank - 1, microbatches + i))
-            _pad_to(start, slot * cost * backward_ratio)
-        events.append(Event(rank, kind, i, start - t0, now() - t0))
-        following = order[n + 1][0] if n + 1 < len(order) else None
-        flush = not sched.whole_batch_sends or following != kind
-        handoffs.post(n + 1, outbox if flush else ())
-        if flush:
-            outbox.clear()
-    handoffs.finish()
+    with recording() as log, watch:
+        loss = pipeline_step(
+            module, order, list(zip(xs, ys, strict=True)), F.cross_entropy, h.shape[1:],
+            hold_sends=sched.whole_batch_sends,
+        )  # fmt: skip
+    waits = [Event(rank, WAIT, -1, m.began, m.ended) for m in log.messages if m.op == "arrived"]
+    events = [replace(e, start=e.start - t0, end=e.end - t0) for e in watch.events + waits]
     grads = [p.grad.detach().cpu() for p in module.parameters()]
-    peak = held.peak_count, held.peak_bytes
-    return StageResult(rank, events, *peak, loss_total if last else None, grads)
+    peak = watch.held.peak_count, watch.held.peak_bytes
+    return StageResult(rank, sorted(events, key=lambda e: e.start), *peak, loss, grads)
 
 
 @dataclass

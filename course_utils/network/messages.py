@@ -60,6 +60,8 @@ class Message:
     span: tuple[int, int] | None = None  # the watched tensor's elements this message carried
     where: str | None = None  # the part of the model that sent it (`labels`)
     direction: str | None = None  # "forward" or "backward" (`labels`)
+    began: float | None = None  # when the call (an arrival: the wait) began, on the rank's
+    ended: float | None = None  # clock (`recorder`), and when it returned
 
     def __post_init__(self):
         if self.where is None:

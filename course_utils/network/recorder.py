@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import threading
+import time
 
 import torch
 import torch.distributed as dist
@@ -76,14 +77,21 @@ class _Arrival:
         self.work, self.message = work, message
 
     def wait(self, *args, **kwargs):
+        began = _now()
         result = self.work.wait(*args, **kwargs)
         m = self.message
         arrived = Message("arrived", m.rank, m.nbytes, m.peer, where=m.where, direction=m.direction)
+        arrived.began, arrived.ended = began, _now()
         _write(_snapshot(arrived))
         return result
 
     def __getattr__(self, name):
         return getattr(self.work, name)
+
+
+def _now() -> float:
+    """The rank's clock: the link clock on a simulated link (`wire.now`), else the wall's."""
+    return _simulators[-1].now() if _simulators else time.perf_counter()
 
 
 def _bookkeeping():
@@ -104,14 +112,14 @@ def _point_to_point(name: str, own):
             message = _snapshot(Message(name, dist.get_rank(), nbytes(tensor), peer), tensor)
             if name != "recv":
                 _write(message)
-        _local.depth = 1
+        _local.depth, message.began = 1, _now()
         try:
             if _simulators:
                 result = _simulators[-1].charged(name, tensor, peer, group, tag)
             else:
                 result = own(tensor, peer, group, tag)
         finally:
-            _local.depth = 0
+            _local.depth, message.ended = 0, _now()
         if name == "recv":
             message.peer = result if peer is None else peer
             _write(message)

@@ -12,6 +12,9 @@ imports torch and itself only, so a spawned rank that needs an algorithm starts 
   backward runs, on any model (notebooks 04 and 10).
 - `zero`, `zero3`: DDP and ZeRO's stages 1, 2 and 3, each a class of its own, with any
   optimizer (notebook 08).
+- `pipeline`: one engine for every one-chunk schedule (naive, GPipe, 1F1B): a stage's
+  forwards and backwards in the schedule's order, hand-offs point to point (notebook 06's
+  MLP, and the `pp` dimension of 11's mesh).
 - `tensor_parallel`: Megatron's f and g, the column- and row-parallel layers, on any
   process group (notebook 06's MLP, 10's transformer, one dimension of 11's mesh).
 - `sequence_parallel`: f and g turned into an all-gather and a reduce-scatter along the
@@ -33,6 +36,7 @@ from . import (
     data_parallel,
     expert_parallel,
     parameter_server,
+    pipeline,
     sequence_parallel,
     tensor_parallel,
     zero,
@@ -45,6 +49,7 @@ __all__ = [
     "data_parallel",
     "expert_parallel",
     "parameter_server",
+    "pipeline",
     "sequence_parallel",
     "tensor_parallel",
     "zero",

@@ -114,11 +114,14 @@ class Transformer(nn.Module):
         self.join_sequence = nn.Identity()
         self.head = nn.Linear(w, sizes.vocab, bias=False)
 
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        x = self.split_sequence(self.embed(tokens))
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Tokens in, logits out. A pipeline stage (notebook 11) without the embedding takes
+        the previous stage's activations, and one without the head returns its own."""
+        if self.embed is not None:
+            x = self.split_sequence(self.embed(x))
         for block in self.blocks:
             x = block(x)
-        return self.head(self.join_sequence(self.norm(x)))
+        return x if self.head is None else self.head(self.join_sequence(self.norm(x)))
 
 
 def build(sizes: TransformerSizes, seed: int = 0, device=None) -> Transformer:

@@ -1,6 +1,8 @@
-"""On NCCL a stage posts each receive together with the sends of the op before it, in one
-batch_isend_irecv; on gloo it posts receives ahead, one at a time. The NCCL path is run on
-gloo here, with the batching function standing in for NCCL's and counting its batches."""
+"""A rank with several chunks (interleaved 1F1B, zero bubble): on NCCL it posts each receive
+together with the sends of the op before it, in one batch_isend_irecv; on gloo it posts
+receives ahead, one at a time. The NCCL path is run on gloo here, with the batching function
+standing in for NCCL's and counting its batches. (The one-chunk engine, `parallel.pipeline`,
+batches on both: tests/parallel/test_pipeline.py.)"""
 
 from __future__ import annotations
 
@@ -8,7 +10,6 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from course_utils.model_parallel.pipeline import default_model, run_stage, serial_step
 from course_utils.network import wire
 from course_utils.ranks.launch import launch
 
@@ -22,47 +23,20 @@ def _batch():
     )
 
 
-def _stage_as_on_nccl(schedule: str) -> dict:
-    batches = []
-    plain = {dist.isend: dist.isend, dist.irecv: dist.irecv}
+def _chunked_on_gloo() -> int:
+    from course_utils.model_parallel import virtual_pipeline
+    from course_utils.model_parallel.pipeline import mlp
 
-    def batch_isend_irecv(ops):
-        batches.append([("send" if op.op is dist.isend else "recv", op.peer) for op in ops])
-        return [plain[op.op](op.tensor, op.peer) for op in ops]  # what NCCL would do, on gloo
-
-    wire.batches_point_to_point = lambda: True
-    dist.batch_isend_irecv = batch_isend_irecv
-    x, y = _batch()
-    result = run_stage(default_model(STAGES), schedule, MICROBATCHES, x, y)
-    return {"grads": result.grads, "batches": batches}
-
-
-@pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
-def test_batched_hand_offs_train_like_one_process(schedule):
-    stages = launch(_stage_as_on_nccl, STAGES, args=(schedule,), backend="gloo")
-    x, y = _batch()
-    _, want = serial_step(default_model(STAGES), x, y)
-    got = [g for stage in stages for g in stage["grads"]]
-    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(got, want, strict=True))
-    middle = stages[1]["batches"]
-    sends = sum(kind == "send" for batch in middle for kind, _ in batch)
-    receives = sum(kind == "recv" for batch in middle for kind, _ in batch)
-    assert sends == receives == 2 * MICROBATCHES  # activations on, gradients back
-    assert all(sum(kind == "recv" for kind, _ in batch) <= 1 for batch in middle)
-    if schedule == "1f1b":  # steady state: a send and the next receive in one batch
-        assert any({kind for kind, _ in batch} == {"send", "recv"} for batch in middle)
-
-
-def _stage_on_gloo() -> int:
     calls = []
     dist.batch_isend_irecv = lambda ops: calls.append(ops)
     x, y = _batch()
-    run_stage(default_model(STAGES), "1f1b", MICROBATCHES, x, y)
+    model = mlp([40] + [16] * (2 * 2 - 1) + [10], seed=0)
+    virtual_pipeline.train_rank(model, "interleaved", 2, MICROBATCHES, x, y, 1, 0.1)
     return len(calls)
 
 
-def test_gloo_never_batches():
-    assert launch(_stage_on_gloo, STAGES, backend="gloo") == [0] * STAGES
+def test_chunks_on_gloo_never_batch():
+    assert launch(_chunked_on_gloo, 2, backend="gloo") == [0, 0]
 
 
 def _chunked_as_on_nccl(model, schedule, x, y) -> dict:
