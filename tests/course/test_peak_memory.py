@@ -35,6 +35,25 @@ def test_the_peak_is_sampled_while_the_block_runs():
     assert peak.bytes > 0 and peak.mib > 1
 
 
+def test_sampling_takes_a_small_share_of_a_core(monkeypatch):
+    """A sample that costs 20 ms of CPU is taken at most every 0.4 s, not every 10 ms."""
+    from course_utils.course import memory
+
+    calls = []
+
+    def costly(pid):
+        calls.append(pid)
+        end = time.thread_time() + 0.02
+        while time.thread_time() < end:
+            pass
+        return 1
+
+    monkeypatch.setattr(memory, "tree_pss", costly)
+    with PeakMemory(os.getpid, interval=0.01):
+        time.sleep(1.0)
+    assert 1 <= len(calls) <= 6  # unbounded: about 33 (10 ms waits, 20 ms samples)
+
+
 def test_a_notebook_report_carries_its_peak(tmp_path):
     nb = nbformat.v4.new_notebook()
     nb.cells = [
