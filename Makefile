@@ -3,6 +3,8 @@
 #   make test   set up .venv if needed, lint, run the unit tests and every notebook under nbval
 #   make stress the unit tests and notebooks STRESS_RUNS times beside STRESS_HOGS CPU hogs
 #   make browser-test  every notebook in JupyterLab in a real browser (not part of make test)
+#   make site   the course as a static website in build/site, from the committed notebooks
+#   make site-test  three of its pages in Chromium, screenshotted (not part of make test)
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -14,7 +16,8 @@ STRESS_HOGS ?= 1
 # JupyterLab refuses to start as root (containers, lab VMs) unless told it is on purpose.
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: lab test lint unit notebooks stress format refresh doctor clean test-oldest browser-test
+.PHONY: lab test lint unit notebooks stress format refresh doctor clean test-oldest browser-test \
+	site site-test
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -83,6 +86,29 @@ browser-test: $(STAMP) $(LAB_SETTINGS) $(BROWSER_VENV)/.installed
 	@tests/browser/ensure-chromium.sh $(CHROMIUM)
 	$(BROWSER_VENV)/bin/python tests/browser/run.py --chromium $(CHROMIUM) \
 		--timeout $(BROWSER_TIMEOUT) $(NOTEBOOKS)
+
+# The course as a website, built from the committed, executed notebooks without running
+# them (Sphinx, MyST-NB, the furo theme), in its own venv so that make test's stays as it is.
+# The build needs no network; installing the venv the first time needs the package index.
+SITE_VENV ?= build/site-venv
+$(SITE_VENV)/.installed:
+	@test -x $(SITE_VENV)/bin/python || $(PYTHON) -m venv $(SITE_VENV)
+	$(SITE_VENV)/bin/python -m pip install --quiet --upgrade "pip>=23"
+	$(SITE_VENV)/bin/python -m pip install --quiet "sphinx>=7" "myst-nb>=1.1" "furo>=2024.1"
+	@touch $@
+
+site: $(SITE_VENV)/.installed
+	$(SITE_VENV)/bin/python site/prepare.py build/site-src
+	rm -rf build/site
+	$(SITE_VENV)/bin/sphinx-build -q -b html -j auto build/site-src build/site
+	@echo "site: open build/site/index.html"
+
+# Three pages of the site in Chromium (see tests/browser/site_pages.py): screenshots in
+# build/site-test for a person to look at; fails on a missing picture or stylesheet.
+site-test: site $(BROWSER_VENV)/.installed
+	@tests/browser/ensure-chromium.sh $(CHROMIUM)
+	$(BROWSER_VENV)/bin/python tests/browser/site_pages.py --site build/site \
+		--chromium $(CHROMIUM) --out build/site-test
 
 format: $(STAMP)
 	$(BIN)/ruff format .
