@@ -98,7 +98,7 @@ $(SITE_VENV)/.installed:
 	@touch $@
 
 site: $(SITE_VENV)/.installed
-	$(SITE_VENV)/bin/python site/prepare.py build/site-src
+	$(SITE_VENV)/bin/python course_utils/course/site.py build/site-src
 	rm -rf build/site
 	$(SITE_VENV)/bin/sphinx-build -q -b html -j auto build/site-src build/site
 	@echo "site: open build/site/index.html"

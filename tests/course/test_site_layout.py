@@ -1,24 +1,17 @@
-"""`make site`'s layout (site/prepare.py), without Sphinx: every notebook becomes a page named
+"""`make site`'s layout (`course.site`), without Sphinx: every notebook becomes a page named
 after its file, the README's sections become pages, and their links point where the site
 puts notebooks and pictures. (Building the site itself is `make site-test`'s.)"""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
+
+from course_utils.course import site as prepare
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _prepare():
-    spec = importlib.util.spec_from_file_location("site_prepare", REPO / "site" / "prepare.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_every_notebook_and_readme_section_becomes_a_page(tmp_path):
-    prepare = _prepare()
     prepare.prepare(tmp_path / "src")
     notebooks = sorted(p.name for p in (REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
     assert len(notebooks) == 12
@@ -32,12 +25,12 @@ def test_every_notebook_and_readme_section_becomes_a_page(tmp_path):
         assert text.startswith(f"# {heading}\n") and len(text) > 200
     pictures = {p.name for p in (tmp_path / "src" / "extra" / "images").iterdir()}
     assert {f"{Path(name).stem}.png" for name in notebooks} <= pictures
-    assert not (tmp_path / "src" / "prepare.py").exists()
+    assert (tmp_path / "src" / "conf.py").is_file()
 
 
 def test_sections_split_at_level_two_headings_only():
     text = "# Title\nintro\n## One\na\n### Sub\nb\n## Two\nc\n"
-    assert _prepare().sections(text) == {
+    assert prepare.sections(text) == {
         "": "# Title\nintro\n",
         "One": "\na\n### Sub\nb\n",
         "Two": "\nc\n",

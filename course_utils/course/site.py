@@ -1,8 +1,10 @@
-"""Lay the course out for Sphinx (`make site`): the executed notebooks as they are committed,
-and pages cut from the README, so that the website says what the repository says.
+"""The course as a website (`make site`): laid out here for Sphinx and MyST-NB, from the
+executed notebooks as they are committed and pages cut from the README, so that the website
+says what the repository says.
 
-Run with the site's own Python: it copies and cuts text only, imports nothing from the
-course and executes no notebook.
+Run as a script with the site's own Python (build/site-venv): it copies and cuts text only,
+imports nothing from the course and executes no notebook. The notebooks are shown as
+committed, executed with the cpu profile: nothing runs, so the site builds offline.
 """
 
 from __future__ import annotations
@@ -12,12 +14,37 @@ import shutil
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PAGES = {  # page: the README heading (level 2) it is cut from
     "setup": "Quick start",
     "profiles": "Profiles: laptop or GPU box",
     "machines": "Several processes, GPUs and machines",
 }
+
+
+CONF = """\
+project = "Parallel training, hands on"
+author = "parallel-training-course"
+extensions = ["myst_nb"]
+nb_execution_mode = "off"  # the stored outputs are the ones every reader sees
+nb_merge_streams = True  # a cell's stdout in one block, as JupyterLab shows it
+myst_enable_extensions = ["dollarmath", "colon_fence"]
+html_theme = "furo"  # installed from the package index with Sphinx: nothing fetched later
+html_title = project
+html_extra_path = ["extra"]  # the course map's pictures, which the README shows as raw HTML
+exclude_patterns = ["_build", "extra"]
+suppress_warnings = ["myst.header", "misc.highlighting_failure"]  # headings below level 2; a
+# traceback with a backquote that the lexer retries, relaxed, and shows all the same
+html_static_path = ["_static"]
+html_css_files = ["course.css"]
+html_show_copyright = False
+"""
+CSS = """\
+/* The course map's pictures keep a readable size, and no column shrinks to a word a
+   line; the wide table scrolls instead. */
+table.docutils img { min-width: 200px; }
+table.docutils td { vertical-align: top; min-width: 7em; }
+"""
 
 
 def sections(readme: str) -> dict[str, str]:
@@ -34,7 +61,9 @@ def for_the_site(text: str) -> str:
 
 def prepare(out: Path) -> None:
     shutil.rmtree(out, ignore_errors=True)
-    shutil.copytree(ROOT / "site", out, ignore=shutil.ignore_patterns("prepare.py", "*.pyc"))
+    (out / "_static").mkdir(parents=True)
+    (out / "conf.py").write_text(CONF)
+    (out / "_static" / "course.css").write_text(CSS)
     notebooks = sorted(p.name for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
     for name in notebooks:
         shutil.copy(ROOT / "notebooks" / name, out / name)
