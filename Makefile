@@ -5,6 +5,7 @@
 #   make browser-test  every notebook in JupyterLab in a real browser (not part of make test)
 #   make site   the course as a static website in build/site, from the committed notebooks
 #   make site-test  three of its pages in Chromium, screenshotted (not part of make test)
+#   make test-start-methods  launcher tests and notebooks 00, 04, 10 under fork, forkserver, spawn
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -17,7 +18,7 @@ STRESS_HOGS ?= 1
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 .PHONY: lab test lint unit notebooks stress format refresh doctor clean test-oldest browser-test \
-	site site-test
+	site site-test test-start-methods
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -86,6 +87,11 @@ browser-test: $(STAMP) $(LAB_SETTINGS) $(BROWSER_VENV)/.installed
 	@tests/browser/ensure-chromium.sh $(CHROMIUM)
 	$(BROWSER_VENV)/bin/python tests/browser/run.py --chromium $(CHROMIUM) \
 		--timeout $(BROWSER_TIMEOUT) $(NOTEBOOKS)
+
+# The launcher's tests, the real kernel's interrupt tests and notebooks 00, 04 and 10 under
+# each start method (COURSE_START_METHOD), with each notebook's time beside fork's.
+test-start-methods: $(STAMP)
+	$(BIN)/python tests/start_methods.py
 
 # The course as a website, built from the committed, executed notebooks without running
 # them (Sphinx, MyST-NB, the furo theme), in its own venv so that make test's stays as it is.

@@ -141,6 +141,21 @@ def parent_to_die_with(method: str) -> int | None:
     return None if method == "forkserver" else os.getpid()
 
 
+def _let_the_forkserver_end() -> None:
+    """A child of the forkserver is handed the kernel's end of the server's "alive" pipe,
+    and the server lives until every holder closes it: so after a killed kernel the server
+    lived on for its children, and they, tied to it, for it. Closed here, the server ends
+    with the kernel, and its children with it."""
+    from multiprocessing import forkserver
+
+    server = getattr(forkserver, "_forkserver", None)
+    fd = getattr(server, "_forkserver_alive_fd", None)
+    if fd is not None:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+        server._forkserver_alive_fd = None
+
+
 def child_setup(
     parent_pid: int | None, threads: int, stdout: int | None = None, stderr: int | None = None
 ) -> None:
@@ -154,6 +169,8 @@ def child_setup(
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     os.setpgid(0, 0)
+    if parent_pid is None:
+        _let_the_forkserver_end()
     rank_setup.tie_to_parent(os.getppid() if parent_pid is None else parent_pid)
     if stdout is not None:
         os.dup2(stdout, 1)

@@ -342,8 +342,13 @@ def test_interrupt_stops_every_rank(tmp_path):
     assert _all_gone(pids)
 
 
-def test_killed_parent_takes_its_ranks_with_it(tmp_path):
-    proc, pids = _start_launcher(tmp_path)
+@pytest.mark.parametrize("method", [None, "forkserver"])
+def test_killed_parent_takes_its_ranks_with_it(tmp_path, method):
+    """Under forkserver the ranks are the server's children, and each was handed the
+    kernel's end of the server's alive pipe: unless they close it, the server outlived the
+    kernel for them and they, tied to it, for the server."""
+    env = {**os.environ, "COURSE_START_METHOD": method} if method else None
+    proc, pids = _start_launcher(tmp_path, env=env)
     proc.kill()  # what "restart kernel" does to the old kernel
     proc.wait(timeout=30)
     assert _all_gone(pids)

@@ -36,7 +36,8 @@ def test_macos_and_python_3_14_use_forkserver(monkeypatch):
 def test_where_nothing_can_fork_or_cuda_runs_here_ranks_spawn(monkeypatch):
     monkeypatch.setattr(mp, "get_all_start_methods", lambda: ["spawn"])
     assert start_method.start_method_and_why()[0] == "spawn"
-    monkeypatch.undo()
+    monkeypatch.undo()  # undoes the fixture's too: under make test-start-methods it is set
+    monkeypatch.delenv(start_method.START_METHOD_VAR, raising=False)
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
     assert start_method.start_method_and_why()[0] == "spawn"
 
