@@ -36,13 +36,16 @@ def wait_for_reply(kc, msg_id: str, timeout: float) -> dict:
 
 
 def leftovers(pid: int) -> list[str]:
-    """The kernel's live descendants but the resource tracker: 'pid cmdline' each."""
+    """The kernel's live descendants but the resource tracker and the forkserver's server
+    (reused by the next launch, it ends with the kernel): 'pid cmdline' each. A rank the
+    server forked is a grandchild, and counts."""
     found = []
     for child in psutil.Process(pid).children(recursive=True):
         try:
             if child.status() != psutil.STATUS_ZOMBIE:
                 cmd = " ".join(child.cmdline())
-                if "resource_tracker" not in cmd:
+                server = "multiprocessing.forkserver" in cmd and child.ppid() == pid
+                if "resource_tracker" not in cmd and not server:
                     found.append(f"{child.pid} {cmd[:60]}")
         except psutil.NoSuchProcess:
             pass
