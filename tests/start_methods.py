@@ -5,7 +5,7 @@ launcher's unit tests, the real kernel's interrupt tests, and notebooks 00, 04 a
 headless (`python -m course_utils run --json`). Prints each notebook's time beside its time
 under fork, and the target: forkserver within FORKSERVER_TARGET of fork. Exits 1 if a test
 or a notebook failed, or the target was missed. Not part of `make test`: it takes about
-20 minutes on 2 cores, spawn's launches being the slow ones (6 s for 4 ranks).
+45 minutes on 2 cores: under forkserver and spawn 04 took 10 minutes in its first run.
 
     python tests/start_methods.py [--methods fork forkserver spawn] [--notebooks 00 04 10]
 """
@@ -80,6 +80,10 @@ def main() -> int:
             server = results["forkserver"]["notebooks"].get(nb, {}).get("seconds")
             if fork and server and server > FORKSERVER_TARGET * fork:
                 missed.append(f"{nb}: forkserver {server:.0f} s > {FORKSERVER_TARGET}x fork")
+    for m, r in results.items():  # where each notebook's time went
+        for nb, row in r["notebooks"].items():
+            cells = sorted(row.get("cell_seconds", {}).items(), key=lambda kv: -kv[1])[:3]
+            print(f"{m} {nb}: slowest cells " + ", ".join(f"{c}: {t:.0f} s" for c, t in cells))
     print(
         f"target: forkserver within {FORKSERVER_TARGET}x of fork: "
         f"{'met' if not missed else 'missed (' + '; '.join(missed) + ')'}"
