@@ -14,8 +14,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..core.own_answers import own_answer
+from ..parallel.pipeline import BACKWARD, FORWARD
 
-FORWARD, BACKWARD, WAIT = "F", "B", "wait"
+WAIT = "wait"
 Op = tuple[str, int]
 
 
