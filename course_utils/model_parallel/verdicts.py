@@ -168,11 +168,19 @@ def bubble_explained_by_stage_times(
 
 
 @timing_claim("named by its rows", "threshold", _BUBBLE_FAILS)
-def bubble_shrinks(rows: list[dict], machine: MachineShare | None = None) -> Verdict:
+def bubble_shrinks(rows: list[dict], noise=0.1, machine: MachineShare | None = None) -> Verdict:
+    """The bubble at the largest M at most half of M = 1's, and no increase of M raising it
+    by more than `noise` of the smaller M's bubble. A pipeline that does not overlap its
+    stages stays at (K-1)/K for every M and cannot halve it. `noise`: one step's scatter on
+    the real clock of a 2-core laptop, where M = 4 and M = 8 at K = 2 (formula 0.200 and
+    0.111) came out equal, 0.184 and 0.184, in 1 run of 6 (2026-11-27), the least idle of
+    two steps each; the others gave 0.22-0.26 and 0.10-0.16."""
     measured = [r["measured"] for r in rows]
     return verdict(
-        all(a > b for a, b in zip(measured[:-1], measured[1:], strict=False)),
-        f"{_clock(rows)} clock: every increase in micro-batches shrank the bubble",
+        measured[-1] <= measured[0] / 2
+        and all(b <= (1 + noise) * a for a, b in zip(measured[:-1], measured[1:], strict=False)),
+        f"{_clock(rows)} clock: the bubble at the largest M is at most half of M = 1's, and no "
+        f"increase of M raised it by more than {noise:.0%} (one step's noise)",
         machine,
     )
 

@@ -65,6 +65,9 @@ def test_bubble_verdicts_fail_without_their_effect():
     assert v.bubble_never_below_formula(good)
     assert not v.bubble_matches(_rows([0.751, 0.61, 0.438, 0.296, 0.30]))  # a stretched stage
     assert not v.bubble_shrinks(_rows([0.75, 0.75, 0.75, 0.75, 0.75]))  # M does not help
+    assert not v.bubble_shrinks(_rows([0.75, 0.61, 0.438, 0.5, 0.3]))  # a rise past the noise
+    assert v.bubble_shrinks(_rows([0.5, 0.34, 0.184, 0.184], m=(1, 2, 4, 8), k=2))  # noise
+    assert not v.bubble_shrinks(_rows([0.5, 0.45, 0.4, 0.35], m=(1, 2, 4, 8), k=2))  # not half
     assert not v.bubble_never_below_formula(_rows([0.5, 0.6, 0.43, 0.28, 0.16]))
     assert v.bubble_never_below_formula(_rows([0.749, 0.599, 0.425, 0.266, 0.158]))  # noise
     assert not v.bubble_never_below_formula(_rows([0.75, 0.6, 0.43, 0.25, 0.16]))  # 8% below
