@@ -12,7 +12,9 @@ answer when its markdown or its stored text output shows one of those values:
   an answer.
 
 Numbers followed by a unit of time or of rate are measurements, never answers, and are
-passed over; `%` and byte units (kB ... TiB) are read as what they scale to.
+passed over, as are numbers printed right after the word "measured" (a measured bubble of
+0.308 once equalled (K-1)/(M+K-1) for K = 5, M = 9 to the digit shown); `%` and byte units
+(kB ... TiB) are read as what they scale to.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ NUMBER = re.compile(
     r"(?<![\w.,])(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?(?:[eE]([-+]?\d+))?(?![\w.]*\d)"
     r"(?:\s*(%|[kKMGT]i?B(?![\w/])|B(?![\w/])))?"
 )
+MEASURED_BEFORE = re.compile(r"\bmeasured:?\s*$")
 MEASURED = re.compile(r"\s*(ms|s|µs|us|ns|min|h|x|×|[kMG]?B/s|[kMG]bit/s|it/s|Hz)\b")
 SCALES = {"%": 0.01, "B": 1, "kB": 1e3, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
           "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}  # fmt: skip
@@ -66,7 +69,7 @@ class Leak:
 def numbers(text: str) -> Iterator[Number]:
     """The numbers in `text` that could state a count, a fraction or a size of bytes."""
     for match in NUMBER.finditer(text):
-        if MEASURED.match(text, match.end()):
+        if MEASURED.match(text, match.end()) or MEASURED_BEFORE.search(text, 0, match.start()):
             continue
         whole, fraction, exponent, unit = match.groups()
         whole, fraction, exponent = whole.replace(",", ""), fraction or "", int(exponent or 0)

@@ -5,9 +5,9 @@ pipeline of stages on real ranks (`pipeline`), the schedules themselves, GPipe a
 with their bubble and the activations they hold (`schedules`, `activations`), runs paced
 by sleep for the pictures or with real compute for the measurements (`bubble`), and the
 notebook's claims as verdicts (`verdicts`). Past 1F1B: interleaved 1F1B and ZB-H1
-(`virtual_schedules`, played out on paper by `schedule_play`), trained by the course's
-engine (`virtual_pipeline`) and by `torch.distributed.pipelining` (`torch_pipelining`),
-their bubbles measured (`schedule_bubble`) and judged (`schedule_verdicts`).
+(`virtual_schedules`, played out on paper by `schedule_play`), trained on the course's one
+engine, `parallel.pipeline` (`virtual_pipeline`), and by `torch.distributed.pipelining`
+(`torch_pipelining`), their bubbles measured (`schedule_bubble`) and judged (`schedule_verdicts`).
 
 The names a notebook calls are resolved on first use, so that importing the chapter does
 not import `torch.distributed.pipelining` until a cell needs it.

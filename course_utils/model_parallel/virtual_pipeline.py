@@ -1,11 +1,9 @@
-"""The pipeline engine for virtual stages and a split backward, training for several steps.
+"""Interleaved 1F1B and zero bubble trained for several steps on the course's engine.
 
-A sibling of `pipeline`: rank r holds the model's pieces r, r + K, ... (one per chunk), runs
-its ops in the order a `virtual_schedules.Plan` gives, and hands activations and gradients on
-with point-to-point sends. A split backward is done with autograd in two calls: B asks
-`torch.autograd.grad` for the gradient of the chunk's input and of each block's output only
-(the path the previous stage waits for), W later asks each block for its weights' gradient
-from the block's output gradient kept by B, so no product is computed twice. After each step
+Rank r holds the model's pieces r, r + K, ... (one per chunk) and runs its ops in the order
+a `virtual_schedules.Plan` gives, with `parallel.pipeline`, the engine every schedule of
+notebook 06 and 11's mesh run on. This module watches it from outside: hooks time every op
+(`stage_watch`), the recorder's stamps on each receive give the waits. After each step
 every rank takes one SGD step, and the weights must equal one process training the unsplit
 model on the same batches (`serial_training`).
 """
@@ -13,7 +11,7 @@ model on the same batches (`serial_training`).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import torch.distributed as dist
@@ -21,46 +19,21 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..network import wire
+from ..network.recorder import recording
+from ..parallel.pipeline import backward_input, backward_weight, pipeline_step, run_blocks
 from ..ranks.bootstrap import device
-from .activations import HeldActivations
-from .handoffs import Mailbox
 from .pipeline import batch_for, import_autograd_extras, mlp, serial_step, split
 from .schedule_check import check_orders
-from .schedule_play import ChunkEvent, source
+from .schedule_play import ChunkEvent
 from .schedules import WAIT, Timeline
-from .virtual_schedules import BACKWARD, FORWARD, WEIGHT, plan
+from .stage_watch import StageWatch
+from .virtual_schedules import plan
 
 
 def pieces_of(model: nn.Sequential, stages: int, chunks: int, rank: int) -> list[nn.Sequential]:
     """Rank `rank`'s chunks: pieces rank, rank + K, ... of the model cut into K·v pieces."""
     parts = split(model, stages * chunks)
     return [parts[c * stages + rank] for c in range(chunks)]
-
-
-def _forward(piece, inp, target, microbatches):
-    """Each block's output (kept for B and W) and what the backward starts from: the loss
-    on the last piece of the model (a share 1/M of the batch's), else the last output."""
-    outs, h = [], inp
-    for block in piece:
-        h = block(h)
-        outs.append(h)
-    return outs, (F.cross_entropy(h, target) / microbatches if target is not None else h)
-
-
-def backward_input(inp, outs, root, grad):
-    """B: the gradient of the piece's input, and of each block's output (for W), nothing else."""
-    last = grad is None
-    wrt = [inp, *outs[:-1], *([outs[-1]] if last else [])]
-    grads = torch.autograd.grad(root, wrt, grad, retain_graph=True)
-    return grads[0], [*grads[1:], *([] if last else [grad])]
-
-
-def backward_weight(piece, outs, out_grads) -> None:
-    """W: each block's weight gradients from its output's gradient, added to `.grad`."""
-    for block, out, g in zip(piece, outs, out_grads, strict=True):
-        params = list(block.parameters())
-        for p, d in zip(params, torch.autograd.grad(out, params, g), strict=True):
-            p.grad = d if p.grad is None else p.grad + d
 
 
 @dataclass
@@ -71,27 +44,24 @@ class RankSteps:
     peak_held: int
     peak_bytes: int
     params: list[list[torch.Tensor]]  # per chunk, after the last step
-    sent: list[tuple[str, int, int]]  # the first step's messages: (kind, i, sending stage)
+    sent: list[int]  # the first step's messages: the rank each went to
 
 
-def _tag(kind: str, i: int, g: int, microbatches: int) -> int:
-    return 2 * (g * microbatches + i) + (kind == BACKWARD)
+def _warm_up(pieces, shapes) -> None:
+    """The first backward costs seconds in a fresh process: pay it before any clock starts."""
+    for piece, shape in zip(pieces, shapes, strict=True):
+        x = torch.zeros(shape, device=next(piece.parameters()).device, requires_grad=True)
+        outs = run_blocks(piece, x)
+        grads = backward_input(x, outs, outs[-1], torch.ones_like(outs[-1]))[1]
+        backward_weight(piece, outs, grads)
+        piece.zero_grad(set_to_none=True)
 
 
 def train_rank(model, schedule, chunks, microbatches, x, y, steps, lr, link=None) -> RankSteps:
     """This rank's share of `steps` training steps (SGD, learning rate `lr`), inside a launch."""
     with wire.active(link or "real", virtual=link is not None):
-        return _train_rank(
-            model,
-            schedule,
-            chunks,
-            microbatches,
-            x,
-            y,
-            steps,
-            lr,
-            wire.now if link else time.perf_counter,
-        )
+        now = wire.now if link else time.perf_counter
+        return _train_rank(model, schedule, chunks, microbatches, x, y, steps, lr, now)
 
 
 def _train_rank(model, schedule, chunks, microbatches, x, y, steps, lr, now) -> RankSteps:
@@ -99,87 +69,41 @@ def _train_rank(model, schedule, chunks, microbatches, x, y, steps, lr, now) -> 
     sched = plan(schedule, chunks)
     v, last = sched.chunks, k * sched.chunks - 1
     order = check_orders(sched.orders(k, microbatches), k, microbatches, v)[rank]
-    split_backward = any(kind == WEIGHT for kind, _, _ in order)
-    parts = [p.to(dev) for p in split(model, k * v)]
-    pieces = [parts[c * k + rank] for c in range(v)]
+    pieces = [p.to(dev) for p in pieces_of(model, k, v, rank)]
     xs, ys = x.to(dev).chunk(microbatches), y.to(dev).chunk(microbatches)
     shapes, h = [], xs[0]
     with torch.no_grad():
-        for part in parts:
-            shapes.append(h.shape)
-            h = part(h)
-    shapes.append(h.shape)  # shapes[g]: piece g's input; shapes[g + 1]: its output
-    for c, piece in enumerate(pieces):  # the first backward costs seconds in a fresh process
-        inp = torch.zeros(shapes[c * k + rank], device=dev, requires_grad=True)
-        outs, root = _forward(piece, inp, None, 1)
-        backward_weight(piece, outs, backward_input(inp, outs, root, torch.ones_like(root))[1])
-        piece.zero_grad(set_to_none=True)
-    held = HeldActivations(nn.ModuleList(pieces))
+        for g, part in enumerate(split(model, k * v)):
+            if g % k == rank:
+                shapes.append(h.shape)
+            h = part.to(dev)(h)
+    _warm_up(pieces, shapes)
     result = RankSteps(rank, [], [], 0, 0, [], [])
-    incoming_of = {}  # (kind, i, c): (buffer shape, peer, tag) of what that op receives
-    for kind, i, c in order:
-        src = source(rank, kind, c, k, v)
-        if kind != WEIGHT and src is not None:
-            g = src[1] * k + src[0]
-            shape = shapes[g + 1] if kind == FORWARD else shapes[g]
-            incoming_of[kind, i, c] = shape, src[0], _tag(kind, i, g, microbatches)
-    for step in range(steps):
-        box = Mailbox(incoming_of, dev)
-        stash, kept, events, loss = {}, {}, [], 0.0
+    for _ in range(steps):
+        # every piece alike: the first one computes its input's gradient too (`_run_stage`),
+        # on fresh tensors each step (the watch hooks each input's gradient)
+        batches = [(a.detach().requires_grad_(), b) for a, b in zip(xs, ys, strict=True)]
+        watch = StageWatch(pieces, order, now)
         dist.barrier()
         t0 = wire.restart()
-
-        def receive(key, box=box, events=events, t0=t0):
-            buf, handle = box.take(key)
-            began = now()
-            handle.wait()
-            events.append(ChunkEvent(rank, WAIT, -1, began - t0, now() - t0))
-            return buf
-
-        for kind, i, c in order:
-            g = c * k + rank
-            incoming = receive((kind, i, c)) if (kind, i, c) in incoming_of else None
-            start = now()
-            if kind == FORWARD:
-                inp = (xs[i] if g == 0 else incoming).requires_grad_()
-                with held.forward((i, c), inp) as outputs:
-                    outs, root = _forward(
-                        pieces[c], inp, ys[i] if g == last else None, microbatches
-                    )
-                    outputs.append(root)
-                if g == last:
-                    loss += root.item()
-                stash[i, c] = inp, outs, root
-                out = None if g == last else root.detach()
-            elif kind == BACKWARD:
-                inp, outs, root = stash.pop((i, c))
-                if split_backward:
-                    out, grads = backward_input(inp, outs, root, incoming)
-                    kept[i, c] = outs, grads
-                else:
-                    torch.autograd.backward(root, incoming)
-                    out = inp.grad
-                    held.backward((i, c))
-                out = out if g > 0 else None
-            else:
-                backward_weight(pieces[c], *kept.pop((i, c)))
-                held.backward((i, c))
-                out = None
-            events.append(ChunkEvent(rank, kind, i, start - t0, now() - t0, chunk=c))
-            if out is not None:
-                to = g + 1 if kind == FORWARD else g - 1
-                box.send(out, to % k, _tag(kind, i, g, microbatches))
-                if step == 0:
-                    result.sent.append((kind, i, g))
-        box.finish()
+        with recording() as log, watch:
+            shape = [s[1:] for s in shapes]  # on gloo: receives posted ahead, as before
+            loss = pipeline_step(pieces, order, batches, F.cross_entropy, shape, post_ahead=True)
+        waits = [
+            ChunkEvent(rank, WAIT, -1, m.began, m.ended) for m in log.messages if m.op == "arrived"
+        ]
+        events = [replace(e, start=e.start - t0, end=e.end - t0) for e in watch.events + waits]
+        result.steps.append(sorted(events, key=lambda e: e.start))
+        if not result.sent:
+            result.sent = [m.peer for m in log.messages if m.op == "isend"]
         with torch.no_grad():
             for p in (p for piece in pieces for p in piece.parameters()):
                 p -= lr * p.grad
                 p.grad = None
-        result.steps.append(events)
         if rank == last % k:
             result.losses.append(loss)
-    result.peak_held, result.peak_bytes = held.peak_count, held.peak_bytes
+        result.peak_held = max(result.peak_held, watch.held.peak_count)
+        result.peak_bytes = max(result.peak_bytes, watch.held.peak_bytes)
     result.params = [[p.detach().cpu() for p in piece.parameters()] for piece in pieces]
     return result
 
@@ -191,7 +115,7 @@ class Training:
     timelines: list[Timeline]  # one per step
     losses: list[float]  # per step, before its update
     params: list[torch.Tensor]  # after the last step, in the order of model.parameters()
-    sent: list[tuple[str, int, int]]  # the first step's messages, every rank's
+    sent: list[tuple[int, int]]  # the first step's messages, every rank's: (from, to)
 
 
 def train_pipeline(
@@ -232,7 +156,7 @@ def train_pipeline(
         args=(model, sched.name, sched.chunks, microbatches, x, y, steps, lr, link),
     )
     timelines = [step_timeline(results, sched.name, microbatches, n) for n in range(steps)]
-    sent = [m for r in results for m in r.sent]
+    sent = [(r.rank, to) for r in results for to in r.sent]
     # the last piece, K·v - 1, is always on the last rank
     return Training(
         sched.name,

@@ -15,9 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..core.own_answers import own_answer
+from ..parallel.pipeline import BACKWARD, FORWARD, WEIGHT
 from .schedules import gpipe_order, one_f_one_b_order
 
-FORWARD, BACKWARD, WEIGHT = "F", "B", "W"
 KINDS = (FORWARD, BACKWARD, WEIGHT)
 Op = tuple[str, int, int]
 

@@ -32,8 +32,8 @@ from .clock import LAG, Clock, latest_moment
 from .fabric import AUTO, PRESETS, REAL, Link, add_argument, parse, resolve, ring_allreduce_seconds
 
 __all__ = ["PRESETS", "REAL", "Link", "active", "carried", "add_argument", "all_reduce"]
-__all__ += ["current", "now", "parse", "post", "resolve", "restart", "ring_allreduce_seconds"]
-__all__ += ["start", "timer", "waited_until", "wire_deadline"]
+__all__ += ["current", "now", "parse", "resolve", "restart", "ring_allreduce_seconds"]
+__all__ += ["timer", "waited_until", "wire_deadline"]
 
 
 _state = {"link": REAL, "clock": Clock()}
@@ -173,25 +173,6 @@ class _Recorded:
 carry(carried, merged)
 
 
-def batches_point_to_point() -> bool:
-    """Whether this process group's sends and receives must go in batches (NCCL's do)."""
-    return dist.get_backend() == "nccl"
-
-
-def start(*ops: tuple) -> list:
-    """Post ("send" | "recv", tensor, peer, tag) ops at once; their handles, in order.
-
-    NCCL runs one rank's sends and receives to a peer on one stream, matched in the order
-    they were posted and ignoring tags: a receive posted before a send its peer is
-    waiting for never completes. So on NCCL the ops go in one `batch_isend_irecv` (tags
-    dropped), as Megatron's send-forward-receive-backward does; on gloo each goes alone,
-    tags kept."""
-    if batches_point_to_point():
-        kinds = {"send": dist.isend, "recv": dist.irecv}
-        return dist.batch_isend_irecv([dist.P2POp(kinds[k], t, p) for k, t, p, _ in ops])
-    return [(dist.isend if k == "send" else dist.irecv)(t, p, tag=tag) for k, t, p, tag in ops]
-
-
 def restart() -> float:
     """Start every rank's clock at the last rank's exit from the barrier before this call
     (on every rank): a rank let out late would stamp all it sends that much later (8 ranks
@@ -217,24 +198,6 @@ def _unpacked(buffer: torch.Tensor, t: torch.Tensor) -> float:
     """Copy a packed message into `t`; its stamp."""
     t.copy_(buffer[8:].view(t.dtype).view(t.shape))
     return buffer[:8].view(torch.float64).item()
-
-
-def post(*ops: tuple) -> None:
-    """Post ("send" | "recv", tensor, peer) ops together and wait for all of them.
-
-    NCCL needs a send and a receive to one peer grouped (`batch_isend_irecv`), or both
-    ranks wait for each other; gloo's plain isend/irecv are faster, so it gets those,
-    receives first (a posted receive takes its data as it comes)."""
-    kinds = {"send": dist.isend, "recv": dist.irecv}
-    if batches_point_to_point():
-        requests = dist.batch_isend_irecv([dist.P2POp(kinds[k], t, p) for k, t, p in ops])
-    else:
-        ordered = sorted(ops, key=lambda op: op[0] != "recv")
-        requests = [kinds[k](t, p) for k, t, p in ordered]
-    for request in requests:
-        request.wait()
-    if current().emulated:  # done when the last send has left too
-        _state["clock"].wait_until(max((getattr(r, "arrives", 0.0) for r in requests), default=0))
 
 
 def all_reduce(t: torch.Tensor, group=None) -> torch.Tensor:

@@ -101,6 +101,8 @@ def test_a_long_answer_counts_anywhere_at_the_precision_shown():
     assert _shown("parameter server: 119 kB, 178 kB, 238 kB", server) == ["178 kB"]
     assert _shown("178,416 bytes", server) == ["178,416"]
     assert _shown("178 ms per update", server) == []  # a time is a measurement
+    assert _shown("M= 8: measured 0.158, predicted 0.273", bubble) == []  # so is a measured one
+    assert _shown("measured: 0.158", bubble) == []
 
 
 def test_numbers_read_units_and_precision():
