@@ -52,10 +52,6 @@ def _expected(numel: int, world_size: int) -> torch.Tensor:
     return sum(_inputs(r, numel) for r in range(world_size))
 
 
-def _peer(args, kwargs, name):
-    return args[0] if args else kwargs.get(name)
-
-
 def _on_rank(fn) -> list[dict]:
     """Run the learner's function on each length, recording what crosses torch.distributed."""
     dist.barrier()  # every rank fully connected before a stub returns and its rank exits

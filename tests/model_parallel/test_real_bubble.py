@@ -210,6 +210,17 @@ def test_a_pipeline_that_waits_where_its_schedule_does_not_is_measured_above_the
     assert not verdicts.bubble_explained_by_stage_times([row(simulate("naive", 4, 8))])
 
 
+@pytest.mark.parametrize("schedule", ["gpipe", "naive"])
+def test_the_shrinking_bubble_verdict_fails_for_a_pipeline_that_does_not_overlap(schedule):
+    """06's sweep, as the notebook runs it (`measure_bubble` on the simulated link), for GPipe
+    and for a pipeline that passes results on only after its whole forward pass (the naive
+    schedule's sends): its bubble stays (K-1)/K for every M, so the verdict must fail."""
+    from course_utils.model_parallel import verdicts
+
+    rows = measure_bubble(2, [1, 2, 4, 8], width=64, micro_batch_size=8, schedule=schedule)
+    assert verdicts.bubble_shrinks(rows).ok == (schedule == "gpipe")
+
+
 def test_measured_rows_name_their_clock_and_the_measured_handoff():
     emulated = measure_bubble(2, [2], width=64, micro_batch_size=8)
     real = measure_bubble(2, [2], width=64, micro_batch_size=8, link=None)
