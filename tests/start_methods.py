@@ -5,7 +5,8 @@ launcher's unit tests, the real kernel's interrupt tests, and notebooks 00, 04 a
 headless (`python -m course_utils run --json`). Prints each notebook's time beside its time
 under fork, and the target: forkserver within FORKSERVER_TARGET of fork. Exits 1 if a test
 or a notebook failed, or the target was missed. Not part of `make test`: it takes about
-45 minutes on 2 cores: under forkserver and spawn 04 took 10 minutes in its first run.
+30 minutes on 2 cores (04 under spawn about 10 of them; under forkserver 04 took 10 minutes
+too, until the server imported the kernel's course modules and torch's lazy ones: 2 now).
 
     python tests/start_methods.py [--methods fork forkserver spawn] [--notebooks 00 04 10]
 """

@@ -26,8 +26,10 @@ __all__ = [
 
 START_METHOD_VAR = "COURSE_START_METHOD"
 START_METHODS = ("fork", "forkserver", "spawn")
-# what the server forks ranks from: imported there once, not by every rank
+# what the server forks ranks from: imported there once, not by every rank (with the course's
+# modules the kernel has imported when the server starts: `processes.context`)
 FORKSERVER_PRELOAD = ["torch", "torch.distributed", "course_utils.ranks.child"]
+FORKSERVER_PRELOAD += ["course_utils.ranks.server_warm_up"]
 
 
 class NativeWindows(CourseError):
