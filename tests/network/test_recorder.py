@@ -154,7 +154,7 @@ def _sends_one(spec: str) -> None:
     return t
 
 
-@pytest.mark.parametrize("method", ["fork", "spawn"])
+@pytest.mark.parametrize("method", ["fork", "forkserver", "spawn"])
 def test_launch_carries_the_recording_into_every_rank_and_merges_their_logs(method):
     with recorder.recording() as log:
         results = launch(_sends_one, 2, args=(SLOW,), start_method=method)
