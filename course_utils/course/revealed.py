@@ -87,8 +87,8 @@ def texts(cell) -> Iterator[tuple[str, str]]:
     for output in cell.get("outputs", []):
         if output.output_type == "stream":
             yield "stream", output.text
-        elif output.output_type == "error":
-            yield "error", "\n".join([output.evalue, *output.traceback])
+        elif output.output_type == "error":  # its message: the traceback repeats the
+            yield "error", output.evalue  # cell's code, line numbers and In[n] included
         else:
             for mime, data in output.get("data", {}).items():
                 if mime.startswith("text/"):

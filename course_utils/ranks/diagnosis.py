@@ -140,6 +140,15 @@ def raise_timeout(captured: dict[int, list[str]], ranks: list[int], spec):
             f"{numbered(stuck)} of {n} did not finish within {spec.timeout:g} s in worker "
             f"`{spec.name}`."
         )
+    elif waiting and _out_of_step(where, waiting):
+        odd, call, usual = _out_of_step(where, waiting)
+        lines.append(
+            f"{numbered(waiting)} of {n} were all waiting to communicate after "
+            f"{spec.timeout:g} s in worker `{spec.name}`, in different collectives: "
+            f"{numbered(odd)} in {call}, the others in {usual}. A deadlock: every rank must "
+            "call the same collectives in the same order."
+        )
+        waiting = odd + [r for r in waiting if r not in odd]
     elif waiting:
         lines.append(
             f"{numbered(waiting)} of {n} were all waiting to communicate after "
@@ -160,6 +169,17 @@ def raise_timeout(captured: dict[int, list[str]], ranks: list[int], spec):
     )
     stalled = stuck or waiting or sorted(captured)
     raise LaunchTimeout("\n".join(lines), rank=stalled[0] if stalled else None, world_size=n)
+
+
+def _out_of_step(where: dict, waiting: list[int]) -> tuple[list[int], str, str] | None:
+    """The ranks waiting in another collective than most of them (the collective they
+    called, the one the others called), or None when every rank waits in the same one."""
+    calls = {r: where[r].rsplit(" in ", 1)[-1] for r in waiting}
+    if len(set(calls.values())) < 2:
+        return None
+    usual = max(sorted(set(calls.values())), key=list(calls.values()).count)
+    odd = [r for r in waiting if calls[r] != usual]
+    return odd, calls[odd[0]], usual
 
 
 def numbered(rs: list[int], noun: str = "rank") -> str:

@@ -163,6 +163,25 @@ def test_deadlock_is_explained():
         launch(both_receive_first, 2, timeout=RANKS_SETTLED)
 
 
+def test_ranks_calling_collectives_in_another_order_are_named():
+    """The hang met most: rank 1 broadcasts before it all-reduces, the others after. Each
+    waits for the others to join its collective; the timeout names rank 1."""
+
+    def rank_1_out_of_order():
+        t = torch.ones(4)
+        if dist.get_rank() == 1:
+            dist.broadcast(t, src=0)
+        dist.all_reduce(t)
+        if dist.get_rank() != 1:
+            dist.broadcast(t, src=0)
+
+    with pytest.raises(LaunchTimeout) as info:
+        launch(rank_1_out_of_order, 3, timeout=RANKS_SETTLED)
+    message = str(info.value)
+    assert "in different collectives: rank 1 in broadcast, the others in all_reduce" in message
+    assert info.value.rank == 1
+
+
 def test_rank_killed_by_sigkill_is_reported():
     def die_on_1():
         if dist.get_rank() == 1:
