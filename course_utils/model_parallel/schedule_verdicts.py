@@ -49,8 +49,7 @@ def bubble_below(
     """`schedule`'s measured bubble below `than`'s by more than `margin` (a share of the
     step), both measured at the same K and M on the same clock. `margin`: GPipe and 1F1B,
     whose bubbles are the same on paper, came out up to 0.022 apart in 06's runs
-    (2026-11-27), and interleaving with one chunk per rank, 1F1B's bubble on paper, from
-    0.011 below to 0.014 above 1F1B's."""
+    (2026-11-27)."""
     a, b = _row(rows, schedule), _row(rows, than)
     same = (a["stages"], a["microbatches"]) == (b["stages"], b["microbatches"])
     return verdict(
