@@ -27,6 +27,7 @@ import torch.distributed as dist
 from ..core import progress
 from . import bootstrap as rank_setup
 from . import processes
+from .limits import START_UP_SECONDS
 
 # Messages that a rank raises because a *peer* failed, not because of its own code.
 _SECONDARY_MARKERS = (
@@ -79,9 +80,12 @@ def rank_main(spec: RankSpec, r: int, result_conn, out_conn=None, err_conn=None)
         rank_setup.prepare(spec.backend, r, spec.threads)
         fn, args, kwargs = cloudpickle.loads(spec.payload)
         if spec.joins_group:
+            # the group's own timeout outlasts the launch's, so a hang is the launcher's
+            # to diagnose (where every rank is), not a collective's error on one of them
             rank_setup.init_process_group(
-                spec.backend, spec.timeout, spec.init_method, rank=r, world_size=spec.world_size
-            )
+                spec.backend, spec.timeout + START_UP_SECONDS, spec.init_method,
+                rank=r, world_size=spec.world_size,
+            )  # fmt: skip
             joined = True
             _wait_for_every_rank_to_join(result_conn)
             if r == 0:  # one bar per launch: rank 0's, drawn by the parent

@@ -79,8 +79,10 @@ def launch(
     point-to-point operations work as under torchrun. Tensors in the results come back
     on the CPU. `start_method` is chosen for you: fork (fast; each rank computes on one
     thread, see `bootstrap.threads_for`), or spawn for NCCL and once CUDA is in use here
-    (each rank gets its share of the cores). `timeout` defaults to the profile's
-    `launch_timeout` (120 s on the cpu profile, an hour for the gpu profile's full runs).
+    (each rank gets its share of the cores). `timeout` is the function's own time, from
+    the moment every rank has joined the group (starting them may take `START_UP_SECONDS`
+    more); it defaults to the profile's `launch_timeout` (120 s on the cpu profile, an hour
+    for the gpu profile's full runs).
     """
     refuse_native_windows()
     name = getattr(fn, "__name__", type(fn).__name__)

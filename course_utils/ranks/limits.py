@@ -23,6 +23,10 @@ RANKS_PER_CORE = 4
 MIN_CAP = 8  # the course's notebooks start up to 8 ranks, on a 2-core laptop too
 RANK_MEMORY = 100 * 2**20  # bytes a CPU rank may need beyond what it shares with its parent
 RENDEZVOUS_PREFIX = "course-launch-"
+# how much longer than `timeout` a launch's ranks may take to start and join their group:
+# `timeout` is the function's own time (spawn takes 6-8 s to start 4 ranks on 2 cores,
+# fork 0.2 s; a 3 s timeout under spawn stopped ranks still importing torch)
+START_UP_SECONDS = 60.0
 
 
 def max_ranks() -> tuple[int, str]:

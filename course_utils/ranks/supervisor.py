@@ -22,6 +22,7 @@ import cloudpickle
 from ..core import progress
 from . import diagnosis, processes, rank_output
 from .diagnosis import RankFailure
+from .limits import START_UP_SECONDS
 
 LAST_LINES = 6  # of a rank's output, kept to say why it died
 _GRACE = 0.3  # seconds to collect simultaneous failures before deciding which came first
@@ -74,7 +75,7 @@ def supervise(ranks: list[RankHandle], spec, restart=None) -> list:
 
 
 def _watch(ranks: list[RankHandle], spec, may_retry: bool) -> list:
-    deadline = time.monotonic() + spec.timeout
+    deadline = time.monotonic() + spec.timeout + START_UP_SECONDS  # until all run `fn`
     failures: dict[int, RankFailure] = {}
     decide_at = None
     while not all(rk.done for rk in ranks):
@@ -85,12 +86,15 @@ def _watch(ranks: list[RankHandle], spec, may_retry: bool) -> list:
             captured = rank_output.stack_dumps(ranks)
             stop_all(ranks)
             rank_output.show_held(ranks)
+            if not all(rk.released for rk in ranks):  # still starting: say how long it had
+                spec = replace(spec, timeout=spec.timeout + START_UP_SECONDS)
             diagnosis.raise_timeout(captured, [rk.rank for rk in ranks], spec)
         limit = min(deadline, decide_at or deadline) - now
         _pump(ranks, failures, timeout=max(0.0, limit))
         if may_retry and _failed_to_join(ranks, failures):
             raise _SetupRace
-        _release_once_all_joined(ranks)
+        if not all(rk.released for rk in ranks) and _release_once_all_joined(ranks):
+            deadline = time.monotonic() + spec.timeout  # the function's own time starts now
         if failures and decide_at is None and not spec.allow_failures:
             decide_at = time.monotonic() + _GRACE
     if failures and (not spec.allow_failures or len(failures) == len(ranks)):
@@ -198,14 +202,15 @@ def _failed_to_join(ranks: list[RankHandle], failures: dict) -> bool:
     )
 
 
-def _release_once_all_joined(ranks: list[RankHandle]) -> None:
-    """Let the ranks run the function once every rank has joined the group (see child.py).
+def _release_once_all_joined(ranks: list[RankHandle]) -> bool:
+    """Let the ranks run the function once every rank has joined the group (see child.py);
+    whether they have all been let go.
 
     What a rank printed before (only set-up noise: no learner's code has run) is shown
     then, or with the error if the launch fails, and dropped if the ranks start again.
     """
     if not all(rk.joined or rk.done for rk in ranks):
-        return
+        return False
     for rk in ranks:
         if not rk.released:
             rk.released = True
@@ -214,6 +219,7 @@ def _release_once_all_joined(ranks: list[RankHandle]) -> None:
             except OSError:
                 pass  # it is gone already
     rank_output.show_held(ranks)
+    return True
 
 
 def _receive(rk: RankHandle, failures: dict) -> None:

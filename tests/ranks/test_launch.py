@@ -489,3 +489,9 @@ def test_a_rank_that_dies_shows_its_last_lines_in_the_error(method):
     message = str(caught.value)
     assert "rank 1 of 2 exited with code 3 before returning a result" in message
     assert "Its last lines of output:\n    out of memory in my C extension" in message
+
+
+def test_the_timeout_is_the_functions_own_time_not_the_ranks_start_up():
+    """Spawned ranks take seconds to start (each imports torch); a 1 s timeout still lets a
+    quick function run, since it counts from when every rank has joined the group."""
+    assert launch(dist.get_rank, 2, timeout=1, start_method="spawn") == [0, 1]
