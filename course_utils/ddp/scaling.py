@@ -6,9 +6,10 @@ all-reduce of the whole gradient, which does not shrink with more ranks. `fit_co
 takes the measured compute per step at several per-rank batches; `predicted_step` adds
 the link's ring cost (alpha-beta), so the lecture's layouts (1024 nodes x batch 1 against
 16 x 64) can be priced from numbers measured here. `strong_scaling` measures 1, 2, 4, 8
-ranks at one global batch: compute as each rank's CPU time (ranks beyond the cores take
-turns on them, so their wall time would measure the scheduler) and communication as the
-wall time of the all-reduce on the emulated link, whose wait is a sleep.
+ranks at one global batch: compute as each rank's CPU time, the ranks taking turns (ranks
+sharing a core, or a core's two hyperthreads, would slow each other down) and
+communication as the wall time of the all-reduce on the emulated link, whose wait is a
+sleep.
 """
 
 from __future__ import annotations
@@ -105,10 +106,13 @@ def _scaling_rank(batch: int, width: int, layers: int, steps: int, link) -> tupl
     with wire.active(link):
         for _ in range(steps + 1):  # the first allocates memory: untimed
             model.zero_grad()
-            start = clock()
-            nn.functional.cross_entropy(model(x), y).backward()
-            synchronize(where)
-            compute.append(clock() - start)
+            for turn in range(dist.get_world_size()):  # one rank at a time, as if on its
+                if turn == dist.get_rank():  # own machine (see the module's docstring)
+                    start = clock()
+                    nn.functional.cross_entropy(model(x), y).backward()
+                    synchronize(where)
+                    compute.append(clock() - start)
+                dist.barrier()
             if dist.get_world_size() == 1:  # nothing to send: no scheduler noise counted as link
                 comm.append(0.0)
                 continue
