@@ -5,31 +5,31 @@ A notebook's first cell is one line, for example
 and the folder of its chapter, which re-exports what the notebook calls. Heavy code lives
 in the folders, with tests, so that each notebook keeps only its story.
 
-Names are resolved on first use, so `import course_utils` (the command line, every rank
-under torchrun) does not pay for every chapter's imports.
+Only the shared folders are imported here (`core`, `ranks`' launcher and `parallel`):
+every rank imports this package, and a chapter is imported when a notebook names it.
 """
 
 from __future__ import annotations
 
-from .core.lazy import names_on_first_use
+from . import parallel
+from .core import checks, data, models, profiles, training
+from .core.checks import verdict
+from .core.errors import LaunchError
+from .core.source import show
+from .ranks.launch import launch, live_children
 
 __version__ = "0.1.0"
 
-_SHARED = {
-    "checks": ("core.checks", None),
-    "data": ("core.data", None),
-    "models": ("core.models", None),
-    "profiles": ("core.profiles", None),
-    "training": ("core.training", None),
-    "verdict": ("core.checks", "verdict"),
-    "show": ("core.source", "show"),
-    "parallel": ("parallel", None),
-    "launch": ("ranks.launch", "launch"),
-    "live_children": ("ranks.launch", "live_children"),
-    "LaunchError": ("core.errors", "LaunchError"),
-}
-
-__all__ = sorted(_SHARED)
-
-
-__getattr__ = names_on_first_use(__name__, _SHARED, globals())
+__all__ = [
+    "LaunchError",
+    "checks",
+    "data",
+    "launch",
+    "live_children",
+    "models",
+    "parallel",
+    "profiles",
+    "show",
+    "training",
+    "verdict",
+]

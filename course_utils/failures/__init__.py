@@ -7,44 +7,42 @@ in `elastic_worker`); how often to save, against Young's formula (`young`); an F
 checkpoint of 4 ranks, sharded, loaded by 2 (`resharding`); and the rank to blame when one
 hangs, lags or silently differs (`culprits`).
 
-The names a notebook calls are resolved on first use: torchrun's workers start by running
-`elastic_worker` inside this package, and must tie themselves to their agent before paying
-for torch and the chapter's imports.
+torchrun's workers start in `elastic_worker`, inside this package: importing it costs them
+seconds of torch before they tie themselves to their agent, and `ranks.agent`'s check
+afterwards sends off one whose agent went meanwhile.
 """
 
 from __future__ import annotations
 
-from ..core.lazy import names_on_first_use
+from . import charts, exercises, verdicts
+from .charts import checkpoint_interval, resume_timeline, shard_layout, straggler_table
+from .culprits import compare_ranks, find_hung_rank, first_disagreement, time_ranks
+from .elastic import elastic_restart
+from .exercises import check_resume, check_slowest_rank
+from .resharding import reshard
+from .resume import RunConfig, config_from, kill_and_resume
+from .young import lost_time, time_intervals, young_interval
 
-_EXPORTS = {
-    "charts": None,
-    "exercises": None,
-    "verdicts": None,
-    "checkpoint_interval": "charts",
-    "resume_timeline": "charts",
-    "shard_layout": "charts",
-    "straggler_table": "charts",
-    "compare_ranks": "culprits",
-    "find_hung_rank": "culprits",
-    "first_disagreement": "culprits",
-    "time_ranks": "culprits",
-    "elastic_restart": "elastic",
-    "check_resume": "exercises",
-    "check_slowest_rank": "exercises",
-    "reshard": "resharding",
-    "RunConfig": "resume",
-    "config_from": "resume",
-    "kill_and_resume": "resume",
-    "lost_time": "young",
-    "time_intervals": "young",
-    "young_interval": "young",
-}
-
-__all__ = sorted(_EXPORTS)
-
-
-__getattr__ = names_on_first_use(
-    __name__,
-    {name: (module or name, None if module is None else name) for name, module in _EXPORTS.items()},
-    globals(),
-)
+__all__ = [
+    "RunConfig",
+    "charts",
+    "check_resume",
+    "check_slowest_rank",
+    "checkpoint_interval",
+    "compare_ranks",
+    "config_from",
+    "elastic_restart",
+    "exercises",
+    "find_hung_rank",
+    "first_disagreement",
+    "kill_and_resume",
+    "lost_time",
+    "reshard",
+    "resume_timeline",
+    "shard_layout",
+    "straggler_table",
+    "time_intervals",
+    "time_ranks",
+    "verdicts",
+    "young_interval",
+]

@@ -4,9 +4,10 @@
         --rdzv-backend=c10d --rdzv-endpoint=HOST:PORT ... \\
         -m course_utils.failures.elastic_worker --config '{"steps": 24, ...}'
 
-It ties itself to its agent (`ranks.agent`) first, before the seconds of imports that the
-training needs (`elastic.run_worker`): a worker whose agent died before that moment leaves
-at once instead of training on alone. Only light modules are imported above `main`.
+The course's own jobs start it through `ranks.agent.TIED_WORKER`, which ties it to its
+agent before the seconds of imports (the course's package imports torch); started by `-m`
+as above, it ties itself in `main`, and a worker whose agent died meanwhile leaves at once
+instead of training on alone.
 """
 
 from __future__ import annotations

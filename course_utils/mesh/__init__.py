@@ -6,43 +6,41 @@ lists, for a model and a cluster, the layouts that fit (memory per rank from not
 formulas, step time from compute, the bubble of notebook 06's schedules and each
 collective on the cluster's links) and picks one, checked against runs of its layouts on
 the simulated clock (`plan_check`, `bench mesh`).
-
-The names a notebook calls are resolved on first use: `python -m course_utils plan`
-imports this package and should not pay for torch's distributed modules.
 """
 
 from __future__ import annotations
 
-from ..core.lazy import names_on_first_use
+from . import mesh_charts, mesh_verdicts, plan_check, published
+from .groups import mesh_groups
+from .mesh_exercises import check_mesh_groups
+from .mesh_runs import bytes_formula, bytes_lines, run_mesh, train_mesh
+from .plan_check import check_planner, planner_verdicts
+from .plan_check_charts import planner_vs_runs
+from .plan_exercises import check_memory_per_rank
+from .plan_model import cluster, model
+from .plan_widget import planner_widget
+from .planner import evaluate, plan
+from .stage_exercises import check_stage_boundaries
 
-_EXPORTS = {
-    "plan": "planner",
-    "evaluate": "planner",
-    "model": "plan_model",
-    "cluster": "plan_model",
-    "planner_widget": "plan_widget",
-    "check_memory_per_rank": "plan_exercises",
-    "check_stage_boundaries": "stage_exercises",
-    "check_planner": "plan_check",
-    "planner_verdicts": "plan_check",
-    "plan_check": None,
-    "planner_vs_runs": "plan_check_charts",
-    "published": None,
-    "run_mesh": "mesh_runs",
-    "train_mesh": "mesh_runs",
-    "bytes_formula": "mesh_runs",
-    "bytes_lines": "mesh_runs",
-    "check_mesh_groups": "mesh_exercises",
-    "mesh_groups": "groups",
-    "mesh_charts": None,
-    "mesh_verdicts": None,
-}
-
-__all__ = sorted(_EXPORTS)
-
-
-__getattr__ = names_on_first_use(
-    __name__,
-    {name: (module, name) if module else (name, None) for name, module in _EXPORTS.items()},
-    globals(),
-)
+__all__ = [
+    "bytes_formula",
+    "bytes_lines",
+    "check_memory_per_rank",
+    "check_mesh_groups",
+    "check_planner",
+    "check_stage_boundaries",
+    "cluster",
+    "evaluate",
+    "mesh_charts",
+    "mesh_groups",
+    "mesh_verdicts",
+    "model",
+    "plan",
+    "plan_check",
+    "planner_verdicts",
+    "planner_vs_runs",
+    "planner_widget",
+    "published",
+    "run_mesh",
+    "train_mesh",
+]

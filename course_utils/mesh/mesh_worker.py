@@ -7,8 +7,9 @@
 Every rank runs `mesh_runs.train_mesh` unchanged, with rank and world size from torchrun's
 environment; rank 0 prints every rank's report on one line (`ranks.torchrun`'s results
 line). `--config` takes the JSON of `mesh_runs.config_json` (default: the profile's mesh).
-The worker ties itself to its agent before the seconds of imports (`ranks.agent`), so a
-stopped agent leaves no worker behind. Only light modules are imported above `main`.
+The course's own jobs start it through `ranks.agent.TIED_WORKER`, tied to its agent before
+the seconds of imports; started by `-m`, it ties itself in `main` (`ranks.agent`), so a
+stopped agent leaves no worker behind either way.
 """
 
 from __future__ import annotations

@@ -8,75 +8,102 @@ notebook's claims as verdicts (`verdicts`). Past 1F1B: interleaved 1F1B and ZB-H
 (`virtual_schedules`, played out on paper by `schedule_play`), trained on the course's one
 engine, `parallel.pipeline` (`virtual_pipeline`), and by `torch.distributed.pipelining`
 (`torch_pipelining`), their bubbles measured (`schedule_bubble`) and judged (`schedule_verdicts`).
-
-The names a notebook calls are resolved on first use, so that importing the chapter does
-not import `torch.distributed.pipelining` until a cell needs it.
 """
 
 from __future__ import annotations
 
-from ..core.lazy import names_on_first_use
-
-# name: the module that defines it (None: the name is a module); (module, attribute) renames
-_EXPORTS = {
-    "charts": None,
-    "exercises": None,
-    "schedule_verdicts": None,
-    "verdicts": None,
-    "HANDOFF_LINK": "bubble",
-    "least_disturbed_steps": "bubble",
-    "measure_bubble": "bubble",
-    "on_the_real_clock": "bubble",
-    "real_clock_stages": "bubble",
-    "real_compute_run": "bubble",
-    "typical_run": "bubble",
-    "activations_held": "charts",
-    "bubble_note": "charts",
-    "bubble_vs_microbatches": "charts",
-    "layer_traffic": "charts",
-    "paced_note": "charts",
-    "pipeline_timeline": "charts",
-    "real_note": "charts",
-    "step_ratio": "charts",
-    "check_bubble": "exercises",
-    "check_gpipe_order": "exercises",
-    "check_interleaved_order": "exercises_schedules",
-    "check_split_backward": "exercises_schedules",
-    "mlp": "pipeline",
-    "run_pipeline": "pipeline",
-    "serial_step": "pipeline",
-    "measure_schedules": "schedule_bubble",
-    "bubble_by_schedule": "schedule_charts",
-    "schedule_timelines": "schedule_charts",
-    "play_out": "schedule_play",
-    "SCHEDULES": "schedules",
-    "simulate": "schedules",
-    "STYLES": "tensor_parallel",
-    "SplitLayer": "tensor_parallel",
-    "bytes_per_layer": "tensor_parallel",
-    "collectives_per_layer": "tensor_parallel",
-    "compare_with_unsplit": "tensor_parallel",
-    "order_differences": "torch_pipelining",
-    "unexplained_differences": "torch_pipelining",
-    "KNOWN_DIFFERENCES": "torch_pipelining",
-    "train_both_ways": "torch_pipelining",
-    "train_with_torch": "torch_pipelining",
-    "bubble_matches": "verdicts",
-    "serial_training": "virtual_pipeline",
-    "train_pipeline": "virtual_pipeline",
-    "SCHEDULE_NAMES": ("virtual_schedules", "NAMES"),
-    "handoffs_per_step": "virtual_schedules",
-}
-
-__all__ = sorted(_EXPORTS)
-
-
-def _where(name: str, module) -> tuple[str, str | None]:
-    if isinstance(module, tuple):
-        return module
-    return (name, None) if module is None else (module, name)
-
-
-__getattr__ = names_on_first_use(
-    __name__, {name: _where(name, module) for name, module in _EXPORTS.items()}, globals()
+from . import charts, exercises, schedule_verdicts, verdicts
+from .bubble import (
+    HANDOFF_LINK,
+    least_disturbed_steps,
+    measure_bubble,
+    on_the_real_clock,
+    real_clock_stages,
+    real_compute_run,
+    typical_run,
 )
+from .charts import (
+    activations_held,
+    bubble_note,
+    bubble_vs_microbatches,
+    layer_traffic,
+    paced_note,
+    pipeline_timeline,
+    real_note,
+    step_ratio,
+)
+from .exercises import check_bubble, check_gpipe_order
+from .exercises_schedules import check_interleaved_order, check_split_backward
+from .pipeline import mlp, run_pipeline, serial_step
+from .schedule_bubble import measure_schedules
+from .schedule_charts import bubble_by_schedule, schedule_timelines
+from .schedule_play import play_out
+from .schedules import SCHEDULES, simulate
+from .tensor_parallel import (
+    STYLES,
+    SplitLayer,
+    bytes_per_layer,
+    collectives_per_layer,
+    compare_with_unsplit,
+)
+from .torch_pipelining import (
+    KNOWN_DIFFERENCES,
+    order_differences,
+    train_both_ways,
+    train_with_torch,
+    unexplained_differences,
+)
+from .verdicts import bubble_matches
+from .virtual_pipeline import serial_training, train_pipeline
+from .virtual_schedules import NAMES as SCHEDULE_NAMES
+from .virtual_schedules import handoffs_per_step
+
+__all__ = [
+    "HANDOFF_LINK",
+    "KNOWN_DIFFERENCES",
+    "SCHEDULES",
+    "SCHEDULE_NAMES",
+    "STYLES",
+    "SplitLayer",
+    "activations_held",
+    "bubble_by_schedule",
+    "bubble_matches",
+    "bubble_note",
+    "bubble_vs_microbatches",
+    "bytes_per_layer",
+    "charts",
+    "check_bubble",
+    "check_gpipe_order",
+    "check_interleaved_order",
+    "check_split_backward",
+    "collectives_per_layer",
+    "compare_with_unsplit",
+    "exercises",
+    "handoffs_per_step",
+    "layer_traffic",
+    "least_disturbed_steps",
+    "measure_bubble",
+    "measure_schedules",
+    "mlp",
+    "on_the_real_clock",
+    "order_differences",
+    "paced_note",
+    "pipeline_timeline",
+    "play_out",
+    "real_clock_stages",
+    "real_compute_run",
+    "real_note",
+    "run_pipeline",
+    "schedule_timelines",
+    "schedule_verdicts",
+    "serial_step",
+    "serial_training",
+    "simulate",
+    "step_ratio",
+    "train_both_ways",
+    "train_pipeline",
+    "train_with_torch",
+    "typical_run",
+    "unexplained_differences",
+    "verdicts",
+]

@@ -7,29 +7,24 @@ process manager that `launch`, the sweep's trials and the local torchrun "nodes"
 torchrun entry point and a rehearsal of several nodes on one machine, with the chapter's
 charts, exercise and start-up benchmark.
 
-The names a notebook calls are resolved on first use: every rank imports this package,
-and should not pay for matplotlib or torchrun's helpers to run the learner's function.
-`launch` itself comes from `course_utils.launch` (this folder's module of that name).
+Every rank imports this package: its chart (`charts`, matplotlib) is left for notebook 00
+to import by name. `launch` itself comes from `course_utils.launch` (this folder's module
+of that name).
 """
 
 from __future__ import annotations
 
-from ..core.lazy import names_on_first_use
+from .examples import spread_over_nodes, sum_of_ranks, whoami
+from .exercises import check_largest_square
+from .launch import live_children
+from .local_nodes import run_local_nodes, torchrun_command
 
-_EXPORTS = {
-    "launch_times": "charts",
-    "check_largest_square": "exercises",
-    "spread_over_nodes": "examples",
-    "sum_of_ranks": "examples",
-    "whoami": "examples",
-    "live_children": "launch",
-    "run_local_nodes": "local_nodes",
-    "torchrun_command": "local_nodes",
-}
-
-__all__ = sorted(_EXPORTS)
-
-
-__getattr__ = names_on_first_use(
-    __name__, {name: (module, name) for name, module in _EXPORTS.items()}, globals()
-)
+__all__ = [
+    "check_largest_square",
+    "live_children",
+    "run_local_nodes",
+    "spread_over_nodes",
+    "sum_of_ranks",
+    "torchrun_command",
+    "whoami",
+]

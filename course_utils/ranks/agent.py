@@ -7,20 +7,27 @@ only then may find its agent already gone, its parent init or a subreaper, and t
 to that: it then trains on alone, or waits for ever on a rendezvous nobody serves. So the
 worker asks first, and checks that its parent is still a torchrun agent. This module
 imports nothing heavy: call it before the rest.
+
+Importing any module of the course imports the course's package first, and with it
+torch: seconds. So the jobs the course starts (`local_nodes.run_local_nodes`) have torchrun
+run this very file by its path, `TIED_WORKER MODULE ARGS...`: it ties the worker, then runs
+MODULE as `python -m MODULE ARGS...` would.
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
+import runpy
 import signal
 import sys
 
-__all__ = ["ORPHANED", "runs_torchrun", "tie_to_agent"]
+__all__ = ["ORPHANED", "TIED_WORKER", "run_module_tied", "runs_torchrun", "tie_to_agent"]
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 AGENT_MODULES = ("torch.distributed.run", "torch.distributed.launch")  # `python -m ...`
 ORPHANED = 3  # the exit code of a worker whose agent was gone before it could tie itself
+TIED_WORKER = os.path.abspath(__file__)  # the script torchrun runs: this file
 
 
 def tie_to_agent(worker: str = "this worker") -> int:
@@ -52,3 +59,17 @@ def runs_torchrun(pid: int) -> bool:
     except OSError:
         return True
     return any(a in AGENT_MODULES or os.path.basename(a) == "torchrun" for a in args)
+
+
+def run_module_tied(argv: list[str]) -> None:
+    """Tie this worker to its agent, then run module `argv[0]` with `argv[1:]` as arguments."""
+    tie_to_agent(argv[0])
+    sys.path[0] = os.getcwd()  # where `python -m` looks first, not this file's folder
+    sys.argv = list(argv)
+    runpy.run_module(argv[0], run_name="__main__", alter_sys=True)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2:
+        raise SystemExit(f"usage: torchrun ... {TIED_WORKER} MODULE [ARGS...]")
+    run_module_tied(sys.argv[1:])

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ..core import progress
 from ..core.errors import LaunchError, Stopped
-from . import processes
+from . import agent, processes
 from .bootstrap import THREADS_VAR, threads_per_rank
 from .diagnosis import numbered
 from .torchrun import RESULTS_PREFIX
@@ -73,6 +73,13 @@ def _restartable(addr: str, port: int, max_restarts: int) -> list[str]:
     return [f"--max-restarts={max_restarts}", *rendezvous]
 
 
+def _tied_first(cmd: list[str]) -> list[str]:
+    """`cmd` with its worker module, `-m MODULE`, run through `agent.TIED_WORKER`: tied to
+    its agent before it imports anything of the course (see `agent`)."""
+    at = len(cmd) - 1 - cmd[::-1].index("-m")
+    return [*cmd[:at], agent.TIED_WORKER, *cmd[at + 1 :]]
+
+
 def free_port() -> int:
     """A port the OS just handed out, so two rehearsals never share a rendezvous."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -121,6 +128,7 @@ def run_local_nodes(
                 module=module, module_args=module_args, max_restarts=max_restarts,
                 log_dir=str(workdir / "torchelastic"),
             )  # fmt: skip
+            cmd = _tied_first(cmd)
             with open(logs[n], "wb") as log, processes.interrupts_held():  # recorded, or not made
                 agents.append(
                     processes.start_command(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)

@@ -12,38 +12,37 @@ what each costs in bytes per step.
 
 from __future__ import annotations
 
-from ..core.lazy import names_on_first_use
+from . import charts, cp_ep_charts, cp_ep_verdicts, tp_charts, tp_verdicts
+from .comm import count_communication
+from .compare import FABRICS, comparison, every_row_matches_its_formula
+from .cp_ep_exercises import check_block_mask, check_combine, check_merge
+from .cp_ep_runs import moe_runs, ring_runs, work_by_layout
+from .data_parallel import train_batch_split
+from .tp_exercises import check_f_and_g
+from .tp_formulas import block_bytes, layernorm_bytes_saved
+from .tp_runs import bytes_per_block, measure_memory, train_and_compare
 
-_EXPORTS = {
-    "count_communication": "comm",
-    "comparison": "compare",
-    "every_row_matches_its_formula": "compare",
-    "FABRICS": "compare",
-    "train_batch_split": "data_parallel",
-    "train_and_compare": "tp_runs",
-    "bytes_per_block": "tp_runs",
-    "measure_memory": "tp_runs",
-    "block_bytes": "tp_formulas",
-    "layernorm_bytes_saved": "tp_formulas",
-    "ring_runs": "cp_ep_runs",
-    "work_by_layout": "cp_ep_runs",
-    "moe_runs": "cp_ep_runs",
-    "check_f_and_g": "tp_exercises",
-    "check_merge": "cp_ep_exercises",
-    "check_block_mask": "cp_ep_exercises",
-    "check_combine": "cp_ep_exercises",
-    "tp_charts": None,
-    "cp_ep_charts": None,
-    "charts": None,
-    "tp_verdicts": None,
-    "cp_ep_verdicts": None,
-}
-
-__all__ = sorted(_EXPORTS)
-
-
-__getattr__ = names_on_first_use(
-    __name__,
-    {name: (module, name) if module else (name, None) for name, module in _EXPORTS.items()},
-    globals(),
-)
+__all__ = [
+    "FABRICS",
+    "block_bytes",
+    "bytes_per_block",
+    "charts",
+    "check_block_mask",
+    "check_combine",
+    "check_f_and_g",
+    "check_merge",
+    "comparison",
+    "count_communication",
+    "cp_ep_charts",
+    "cp_ep_verdicts",
+    "every_row_matches_its_formula",
+    "layernorm_bytes_saved",
+    "measure_memory",
+    "moe_runs",
+    "ring_runs",
+    "tp_charts",
+    "tp_verdicts",
+    "train_and_compare",
+    "train_batch_split",
+    "work_by_layout",
+]

@@ -128,7 +128,29 @@ def test_importing_parallel_imports_no_chapter():
     code = "import sys, course_utils.parallel; print(sorted(sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     loaded = {m.split(".")[1] for m in out.stdout.split("'") if m.startswith("course_utils.")}
-    assert loaded <= {"parallel", "core"}, loaded  # core: the package's lazy facade
+    assert loaded <= {"parallel", "core", "ranks"}, loaded  # the facade's shared folders
+
+
+@pytest.mark.parametrize(
+    "folder", ["", *sorted(p.parent.name for p in PACKAGE.glob("*/__init__.py"))]
+)
+def test_a_folders_names_are_imported_where_go_to_definition_finds_them(folder):
+    """Every name in a folder's `__all__` is bound by an import or a definition in its
+    `__init__.py`, never handed out by a module `__getattr__` on first use."""
+    tree = ast.parse((PACKAGE / folder / "__init__.py").read_text())
+    bound = set()
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom | ast.Import):
+            bound |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, ast.FunctionDef | ast.ClassDef):
+            bound.add(node.name)
+        elif isinstance(node, ast.Assign):
+            bound |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    assert "__getattr__" not in bound, f"{folder}/__init__.py resolves names on first use"
+    exported = importlib.import_module(f"course_utils.{folder}".rstrip(".")).__dict__.get(
+        "__all__", []
+    )
+    assert set(exported) <= bound, set(exported) - bound
 
 
 # Starting, forking or reaping processes, and installing signal handlers, belong to ranks/
@@ -309,7 +331,7 @@ def test_a_chapters_exports_shadow_none_of_its_modules(chapter):
         assert value is None or type(value).__name__ == "module", f"{chapter}.{path.stem}"
 
 
-def test_the_facade_resolves_the_shared_names_and_refuses_others():
+def test_the_facade_imports_the_shared_names_and_refuses_others():
     from course_utils import LaunchError, checks, launch, live_children, profiles, verdict
 
     assert callable(launch) and callable(live_children) and callable(verdict)

@@ -156,6 +156,37 @@ def test_a_rank_whose_agent_dies_while_it_imports_leaves_instead_of_waiting_alon
     assert lived < 60, "the rank outlived its agent by 60 s"
 
 
+def test_the_tied_worker_leaves_before_it_imports_the_module_it_was_to_run():
+    """The course's jobs run each worker through `agent.TIED_WORKER`: the tie comes before any
+    import of the course (whose package imports torch). Outside torchrun (its parent is
+    this test) the runner leaves with ORPHANED and never looks for the module, which here
+    does not exist: an import first would fail with 1 and a ModuleNotFoundError."""
+    from course_utils.ranks import agent
+
+    cmd = [sys.executable, agent.TIED_WORKER, "course_utils.no_such_module", "--x"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert done.returncode == agent.ORPHANED, done.stderr
+    assert "course_utils.no_such_module: the torchrun agent" in done.stderr
+    assert "ModuleNotFoundError" not in done.stderr
+
+
+def test_the_jobs_the_course_starts_run_their_worker_tied_first(monkeypatch):
+    from course_utils.ranks import agent, local_nodes
+
+    class NotStarted(Exception):
+        pass
+
+    def record(cmd, **_):
+        started.append(cmd)
+        raise NotStarted
+
+    started = []
+    monkeypatch.setattr(local_nodes.processes, "start_command", record)
+    with pytest.raises(NotStarted):
+        run_local_nodes("course_utils.ranks.examples:whoami", nnodes=1, echo=False, timeout=1)
+    assert started[0][-4:-2] == [agent.TIED_WORKER, "course_utils.ranks.torchrun"]
+
+
 def test_rank_0s_bar_is_drawn_from_whichever_nodes_log_holds_it(tmp_path, monkeypatch):
     bars = record_bars(monkeypatch)
     logs = [tmp_path / "node0.log", tmp_path / "node1.log"]
