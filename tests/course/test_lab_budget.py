@@ -1,0 +1,34 @@
+"""The lab-length script counts what a learner reads and the verdicts they are shown, and
+splits them at "Going further"."""
+
+from __future__ import annotations
+
+import json
+
+from lab_budget import budget, table
+
+
+def _cell(kind: str, source: str, *lines: str) -> dict:
+    cell = {"cell_type": kind, "source": source.splitlines(keepends=True), "metadata": {}}
+    if kind == "code":
+        cell["outputs"] = [{"output_type": "stream", "name": "stdout", "text": list(lines)}]
+    return cell
+
+
+def test_words_and_verdicts_are_counted_on_each_side_of_going_further(tmp_path):
+    cells = [
+        _cell("markdown", "# Title\n\nFour words of prose.\n\n```python\nx = 1  # code\n```"),
+        _cell("code", "check()", "a value 3.2\n", "✓ held\n", "? not judged, the machine was\n"),
+        _cell("code", "exercise()", "✗ not solved yet\n", "✗ failed\n"),
+        _cell("markdown", "## Going further\n\nOne more."),
+        _cell("code", "more()", "✓ also held\n"),
+    ]
+    cells[1]["outputs"].append(
+        {"output_type": "display_data", "data": {"text/markdown": "Two words"}}
+    )
+    notebook = tmp_path / "99_example.ipynb"
+    notebook.write_text(json.dumps({"cells": cells}))
+    core, further = budget(notebook)
+    assert (core.words, core.verdicts) == (1 + 4 + 2, 3)  # the fence and "not solved" left out
+    assert (further.words, further.verdicts) == (2 + 2, 1)
+    assert "99_example.ipynb" in table([notebook]) and table([notebook]).count("yes") == 1
