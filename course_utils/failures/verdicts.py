@@ -11,8 +11,6 @@ import math
 from ..core.checks import MachineShare, Verdict, verdict
 from ..core.timing_claims import timing_claim
 
-RECOVERY_TARGET = 30.0  # seconds from a kill to training again, on 2 cores
-
 
 def resume_is_exact(run) -> Verdict:
     """`run` is a `ResumeRun`: losses from the checkpoint on, and every rank's final weights."""
@@ -23,23 +21,12 @@ def resume_is_exact(run) -> Verdict:
     )
 
 
-def killed_rank_named(error: str, rank: int) -> Verdict:
-    return verdict(
-        f"rank {rank} of" in error and "SIGKILL" in error,
-        "the launcher named the killed rank and the signal",
-    )
-
-
 def resumed_from_last_checkpoint(run) -> Verdict:
     last = (run.kill_at // run.every) * run.every
     return verdict(
         run.resumed_from == last,
         "the run resumed from the last checkpoint before the kill, no earlier",
     )
-
-
-def recovers_quickly(seconds: float, limit: float = RECOVERY_TARGET) -> Verdict:
-    return verdict(0 < seconds < limit, f"training resumed within {limit:g} s of the kill")
 
 
 @timing_claim("real", "measurement", "test_youngs_formula_and_its_verdict")

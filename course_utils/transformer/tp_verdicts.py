@@ -27,11 +27,12 @@ def tp_equals_one_process(diffs: dict, tolerance: float = 1e-5) -> Verdict:
     )
 
 
-def tp_bytes_match_formula(measured: dict, formula: dict, what: str = "tensor parallel") -> Verdict:
-    """`measured`: {block: {direction: {op: bytes}}} from one step's log (`bytes_per_block`);
-    `formula`: {direction: {op: bytes}} (`tp_formulas.block_bytes`). Exact, byte for byte."""
+def tp_bytes_match_formula(runs: list[tuple[dict, dict]], what: str = "tensor parallel") -> Verdict:
+    """`runs`: (measured, formula) per run. `measured`: {block: {direction: {op: bytes}}} from
+    one step's log (`bytes_per_block`); `formula`: {direction: {op: bytes}}
+    (`tp_formulas.block_bytes`). Exact, byte for byte, in every block of every run."""
     return verdict(
-        bool(measured) and all(table == formula for table in measured.values()),
+        bool(runs) and all(m and all(t == formula for t in m.values()) for m, formula in runs),
         f"{what}: every block sends exactly the formula's bytes, op by op, forward and backward",
     )
 

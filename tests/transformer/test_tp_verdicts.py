@@ -45,11 +45,14 @@ def test_equality_verdict_fails_above_its_tolerance():
 
 def test_bytes_verdicts_are_exact_and_fail_on_one_byte_or_a_missing_op():
     formula = tp_formulas.block_bytes(SIZES, 2, "tp")
-    assert v.tp_bytes_match_formula({0: formula, 1: formula}, formula).ok
+    assert v.tp_bytes_match_formula([({0: formula, 1: formula}, formula)] * 2).ok
     off = {"forward": {"all_reduce": formula["forward"]["all_reduce"] + 1},
            "backward": formula["backward"]}  # fmt: skip
-    assert not v.tp_bytes_match_formula({0: formula, 1: off}, formula).ok
-    assert not v.tp_bytes_match_formula({0: {"forward": formula["forward"]}}, formula).ok
+    assert not v.tp_bytes_match_formula(
+        [({0: formula}, formula), ({0: formula, 1: off}, formula)]
+    ).ok
+    assert not v.tp_bytes_match_formula([({0: {"forward": formula["forward"]}}, formula)]).ok
+    assert not v.tp_bytes_match_formula([({}, formula)]).ok and not v.tp_bytes_match_formula([]).ok
     tp = {n: tp_formulas.sent_per_block(SIZES, n, "tp") for n in (2, 4)}
     sp = {n: tp_formulas.sent_per_block(SIZES, n, "sp") for n in (2, 4)}
     assert v.sp_moves_the_same_bytes_as_tp(tp, sp).ok
