@@ -22,7 +22,6 @@ from .runs import run_parameter_server, server_config
 
 __all__ = [
     "ShardScaling",
-    "bytes_fall_with_shards",
     "grows_with_workers",
     "matches_prediction",
     "predicted_seconds",
@@ -100,15 +99,6 @@ def sharding_cuts(table: dict, factor: float = 1.4) -> Verdict:
         f"simulated clock: sharding the server over {shards[-1]} ranks cuts its time per "
         f"update at least "
         f"{factor:g}-fold",
-    )
-
-
-def bytes_fall_with_shards(shard_bytes: dict, tolerance: float = 0.05) -> Verdict:
-    """Each shard's link carries 1/S of one server's bytes, within `tolerance`, for every W."""
-    ok = all(abs(s * b / shard_bytes[w, 1] - 1) <= tolerance for (w, s), b in shard_bytes.items())
-    return verdict(
-        ok,
-        f"each of S shards' links carries 1/S of one server's bytes (within {tolerance:.0%})",
     )
 
 

@@ -11,33 +11,26 @@ from ..core.checks import Verdict, verdict
 __all__ = [
     "async_breaks_at_sync_rate",
     "async_needs_smaller_lr",
-    "ring_bytes_stay_bounded",
-    "server_bytes_grow_with_workers",
+    "server_grows_ring_levels_off",
 ]
 
 
-def server_bytes_grow_with_workers(workers, server_bytes, tolerance: float = 0.1) -> Verdict:
+def server_grows_ring_levels_off(
+    workers, server_bytes, ring_bytes, tolerance: float = 0.1, share: float = 0.8
+) -> Verdict:
     """The server's bytes per update, relative to the fewest workers', track the workers'
-    ratio within `tolerance` at every count measured."""
-    ok = all(
+    ratio within `tolerance` at every count measured; from the fewest ranks to the most, the
+    busiest ring rank's bytes grow by less than `share` x the growth of the number of ranks."""
+    grows = all(
         abs((b / server_bytes[0]) / (n / workers[0]) - 1) <= tolerance
         for n, b in zip(workers, server_bytes, strict=True)
     )
+    levels_off = ring_bytes[-1] / ring_bytes[0] < share * workers[-1] / workers[0]
     return verdict(
-        ok,
-        f"the server's bytes per update grow in proportion to its workers (within {tolerance:.0%})",
-    )
-
-
-def ring_bytes_stay_bounded(workers, ring_bytes, share: float = 0.8) -> Verdict:
-    """From the fewest ranks to the most, the busiest ring rank's bytes grow by less than
-    `share` x the growth of the number of ranks (a server's grow by all of it)."""
-    grew = ring_bytes[-1] / ring_bytes[0]
-    ok = grew < share * workers[-1] / workers[0]
-    return verdict(
-        ok,
-        f"the busiest allreduce rank's bytes grow less than {share:g} x as fast as the "
-        "number of ranks: they level off below a bound",
+        grows and levels_off,
+        f"the server's bytes per update grow in proportion to its workers (within "
+        f"{tolerance:.0%}), while the busiest allreduce rank's grow less than {share:g} x as "
+        "fast: they level off below a bound",
     )
 
 

@@ -56,12 +56,10 @@ def test_sharding_verdicts_pass_on_the_prediction_and_fail_without_the_effect():
     table = _table(model)
     assert scaling.grows_with_workers(model).ok and scaling.sharding_cuts(model).ok
     assert scaling.matches_prediction({k: 1.1 * v for k, v in model.items()}, model).ok
-    assert scaling.bytes_fall_with_shards(table.shard_bytes).ok
     flat = dict.fromkeys(keys, 0.28)  # a server that is not the bottleneck
     assert not scaling.grows_with_workers(flat).ok and not scaling.sharding_cuts(flat).ok
     naive = {(w, s): model[w, 1] / s for w, s in keys}  # the S-fold cut the model rules out
     assert not scaling.matches_prediction(naive, model).ok
-    assert not scaling.bytes_fall_with_shards({k: 4e6 for k in keys}).ok  # no slicing
     title = scaling.step_time_chart(table, model, "emulated").axes[0].get_title()
     assert title.startswith("4 workers, 1 to 4 shards: time /2.") and "model: /2." in title
     assert "bytes per shard's link /4.0" in title and title.endswith("emulated")

@@ -14,15 +14,13 @@ from course_utils.param_server import charts, tuning, verdicts
 from course_utils.param_server.runs import PSRun, run_parameter_server, server_config
 
 
-def test_server_bytes_grow_in_proportion_or_the_verdict_fails():
-    assert verdicts.server_bytes_grow_with_workers((2, 3, 4), [119, 178, 238]).ok
-    assert not verdicts.server_bytes_grow_with_workers((2, 3, 4), [119, 119, 119]).ok
-    assert not verdicts.server_bytes_grow_with_workers((2, 3, 4), [119, 240, 480]).ok
-
-
-def test_ring_bytes_level_off_or_the_verdict_fails():
-    assert verdicts.ring_bytes_stay_bounded((2, 3, 4), [59, 79, 89]).ok  # 2(N-1)/N
-    assert not verdicts.ring_bytes_stay_bounded((2, 3, 4), [59, 89, 118]).ok  # grows like N
+def test_server_bytes_grow_in_proportion_and_ring_bytes_level_off_or_the_verdict_fails():
+    ring = [59, 79, 89]  # 2(N-1)/N
+    verdict = verdicts.server_grows_ring_levels_off
+    assert verdict((2, 3, 4), [119, 178, 238], ring).ok
+    assert not verdict((2, 3, 4), [119, 119, 119], ring).ok
+    assert not verdict((2, 3, 4), [119, 240, 480], ring).ok
+    assert not verdict((2, 3, 4), [119, 178, 238], [59, 89, 118]).ok  # grows like N
 
 
 LRS = (0.1, 0.3, 1.0)
