@@ -14,10 +14,7 @@ __all__ = [
     "communication_outweighs_one_process",
     "communication_overlaps_backward",
     "digest_spread",
-    "effective_batch_counted",
-    "equal_effective_batch",
     "link_clock",
-    "naive_ddp_loses",
     "no_sync_cuts_syncs",
     "no_sync_saves_no_syncs",
     "none_overlaps_after_backward",
@@ -37,14 +34,6 @@ def saving(baseline, fix) -> float:
     return baseline.seconds_per_1000_samples - fix.seconds_per_1000_samples
 
 
-def equal_effective_batch(times: list) -> Verdict:
-    """Every variant updates on the same number of samples: a fair race."""
-    batches = {t.effective_batch for t in times}
-    return verdict(
-        len(batches) == 1, "every variant is timed at the same effective batch (ranks x batch)"
-    )
-
-
 def slower_than(slow, fast, claim: str, machine: MachineShare | None = None) -> Verdict:
     """`slow` takes longer per 1000 samples than `fast` (wall times: `machine` is what
     other programs took of the ranks' cores while they ran)."""
@@ -52,18 +41,6 @@ def slower_than(slow, fast, claim: str, machine: MachineShare | None = None) -> 
 
 
 FAILS_IN = "test_ddp_verdicts_fail_where_the_effect_is_absent"
-
-
-@timing_claim("named by its rows", "measurement", FAILS_IN)
-def naive_ddp_loses(naive, single, link, machine: MachineShare | None = None) -> Verdict:
-    """Naive DDP over `link` takes longer per sample than one process with its effective
-    batch: the report's 443 s against 73 s, on this machine."""
-    return slower_than(
-        naive,
-        single,
-        f"{link_clock(link)}: naive DDP is slower than one process at the same effective batch",
-        machine,
-    )
 
 
 @timing_claim("named by its rows", "measurement", FAILS_IN)
@@ -204,14 +181,6 @@ def same_parameters(reports: list[dict], tolerance: float = 1e-6) -> Verdict:
 def samples_per_update(reports: list[dict]) -> float:
     """Samples the ranks' loaders yielded per update, all ranks together."""
     return sum(r["samples_per_update"] for r in reports)
-
-
-def effective_batch_counted(reports: list[dict], nodes: int, per_rank_batch: int) -> Verdict:
-    """The samples consumed per update, counted in every rank's loader, are nodes x batch."""
-    return verdict(
-        samples_per_update(reports) == nodes * per_rank_batch,
-        "the samples consumed per update, summed over the ranks, are nodes x per-rank batch",
-    )
 
 
 def link_clock(link) -> str:

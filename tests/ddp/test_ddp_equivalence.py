@@ -132,7 +132,7 @@ def test_ddp_training_script_runs_as_a_two_node_torchrun_job(monkeypatch):
     assert reports[0]["steps"] == reports[1]["steps"] > 0
     assert spread_over_nodes(reports, nnodes=2, per_node=1).ok
     assert ddp_verdicts.same_parameters(reports).ok
-    assert ddp_verdicts.effective_batch_counted(reports, nodes=2, per_rank_batch=64).ok
+    assert ddp_verdicts.samples_per_update(reports) == 2 * 64
     steps = reports[0]["steps"]
     assert [(b.desc, b.unit, b.total, b.n, b.closed) for b in bars] == [
         ("DDP on 2 ranks", "update", steps, steps, True)

@@ -27,7 +27,7 @@ def test_two_node_verdicts_pass_on_a_real_two_agent_job():
     reports = [node(0, 0, 100), node(1, 1, 200)]
     assert spread_over_nodes(reports, nnodes=2, per_node=1).ok
     assert verdicts.same_parameters(reports).ok
-    assert verdicts.effective_batch_counted(reports, nodes=2, per_rank_batch=8).ok
+    assert verdicts.samples_per_update(reports) == 2 * 8
 
 
 def test_one_agent_is_not_two_nodes():
@@ -42,10 +42,9 @@ def test_differing_parameters_fail_the_same_model_verdict():
     assert not verdicts.same_parameters([node(0, 0, 100)]).ok  # nothing to compare
 
 
-def test_a_wrong_sample_count_fails_the_effective_batch_verdict():
+def test_the_samples_per_update_are_summed_over_the_ranks():
     short = [node(0, 0, 100), node(1, 1, 200, samples=4.0)]
     assert verdicts.samples_per_update(short) == 12
-    assert not verdicts.effective_batch_counted(short, nodes=2, per_rank_batch=8).ok
 
 
 def test_parameter_digest_sees_one_changed_weight():
