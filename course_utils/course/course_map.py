@@ -3,8 +3,9 @@
 Each row is a notebook: its title (the first heading), what it shows (the notebook's
 `course.shows` metadata), its key chart (the first picture of the cell tagged
 `key-chart`, saved to notebooks/images/), what its ranks run on with the `gpu` profile
-(`core.backends`) and how long it took to run in each profile, as measured by
-`python -m course_utils run --write` and kept in notebooks/timings.json.
+(`core.backends`), the minutes its core takes a learner (`lab_length`'s estimate) and how
+long it took to run in each profile, as measured by `python -m course_utils run --write`
+and kept in notebooks/timings.json.
 Nothing in the table is typed by hand, so it cannot drift from the course.
 """
 
@@ -18,6 +19,7 @@ from pathlib import Path
 import nbformat
 
 from ..core.backends import map_column
+from .lab_length import core_minutes
 from .notebook_files import course_notebooks
 
 KEY_CHART_TAG = "key-chart"
@@ -75,8 +77,8 @@ def render(notebook_dir: Path, readme_dir: Path) -> str:
     """The course map as a Markdown table, links relative to the README."""
     timings = load_timings(notebook_dir)
     rows = [
-        "| notebook | what it shows | key chart | ranks (gpu profile) | cpu | gpu |",
-        "|---|---|---|---|---|---|",
+        "| notebook | what it shows | key chart | ranks (gpu profile) | core | cpu | gpu |",
+        "|---|---|---|---|---|---|---|",
     ]
     for path in course_notebooks(notebook_dir):
         nb = nbformat.read(path, as_version=4)
@@ -87,8 +89,11 @@ def render(notebook_dir: Path, readme_dir: Path) -> str:
         chart = f'<img src="{src}" width="240">' if image.exists() else "—"
         times = [_seconds(timings.get(p, {}).get(path.name)) for p in PROFILES]
         ranks = map_column(path.name[:2])
+        ran = timings.get("cpu", {}).get(path.name)
+        core = f"{core_minutes(path, ran if isinstance(ran, int | float) else 0)} min"
         rows.append(
-            f"| [{_title(nb)}]({link}) | {shows} | {chart} | {ranks} | {times[0]} | {times[1]} |"
+            f"| [{_title(nb)}]({link}) | {shows} | {chart} | {ranks} | {core} | {times[0]} "
+            f"| {times[1]} |"
         )
     return "\n".join(rows)
 

@@ -42,8 +42,10 @@ def test_key_chart_times_and_readme_table(tmp_path):
     text = readme.read_text()
     assert "old table" not in text and text.endswith("rest\n")
     assert "| [00 · First](notebooks/00_a.ipynb) | what the first shows |" in text
-    assert '<img src="notebooks/images/00_a.png" width="240"> | NCCL | 12 s | 30 s |' in text
-    assert "| — | NCCL | 62 s | not run yet |" in text
+    assert (
+        '<img src="notebooks/images/00_a.png" width="240"> | NCCL | 0 min | 12 s | 30 s |' in text
+    )
+    assert "| — | NCCL | 0 min | 62 s | not run yet |" in text  # a minute: 0, to the nearest 5
     assert not course_map.update_readme(readme, notebooks)  # nothing new: unchanged
 
 

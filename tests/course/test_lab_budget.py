@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 
-from lab_budget import budget, table
+from lab_budget import table
+
+from course_utils.course.lab_length import budget, core_minutes
 
 
 def _cell(kind: str, source: str, *lines: str) -> dict:
@@ -29,6 +31,8 @@ def test_words_and_verdicts_are_counted_on_each_side_of_going_further(tmp_path):
     notebook = tmp_path / "99_example.ipynb"
     notebook.write_text(json.dumps({"cells": cells}))
     core, further = budget(notebook)
-    assert (core.words, core.verdicts) == (1 + 4 + 2, 3)  # the fence and "not solved" left out
+    assert (core.words, core.verdicts, core.exercises) == (1 + 4 + 2, 3, 1)  # the fence left out
     assert (further.words, further.verdicts) == (2 + 2, 1)
     assert "99_example.ipynb" in table([notebook]) and table([notebook]).count("yes") == 1
+    # 7 words, 3 verdicts, 1 exercise, 2 minutes' run: 0.07 + 6 + 10 + 2 minutes, to 5
+    assert core_minutes(notebook, run_seconds=120) == 20
