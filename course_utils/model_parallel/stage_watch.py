@@ -19,7 +19,7 @@ from functools import partial
 import torch.distributed as dist
 from torch import nn
 
-from ..parallel.pipeline import BACKWARD, FORWARD, WEIGHT
+from ..parallel.pipeline import BACKWARD, FORWARD, WEIGHT, chunks_and_ops
 from .activations import HeldActivations
 from .schedule_play import ChunkEvent
 
@@ -39,8 +39,7 @@ class StageWatch:
     micro-batch's backward ends with them (B, or W when the backward is split: `held`)."""
 
     def __init__(self, stage, order, now, slots: tuple[float, float] = (0.0, 0.0)):
-        self.chunks = list(stage) if isinstance(stage, (list, tuple)) else [stage]
-        ops = [(*op, 0)[:3] for op in order]
+        self.chunks, ops = chunks_and_ops(stage, order)
         self.split = any(kind == WEIGHT for kind, _, _ in ops)
         self.forwards = [
             iter([i for kind, i, c in ops if kind == FORWARD and c == chunk])

@@ -64,7 +64,7 @@ def pipeline_step(
     lands while the stage computes; gloo only, as NCCL matches receives in posting order.
     Returns the batch's loss on the rank holding the last piece, else None."""
     ranks = list(range(dist.get_world_size())) if ranks is None else list(ranks)
-    chunks = list(stage) if isinstance(stage, (list, tuple)) else [stage]
+    chunks, ops = chunks_and_ops(stage, order)
     if (len(chunks) > 1 or post_ahead) and dist.get_backend() == "nccl":
         raise ValueError(
             "interleaved chunks and receives posted ahead cannot hand off on NCCL in this "
@@ -72,7 +72,6 @@ def pipeline_step(
             "order, and two neighbours would each wait for the other's next batch. Run them "
             "on gloo, or use torch.distributed.pipelining's ScheduleInterleaved1F1B."
         )
-    ops = [(*op, 0)[:3] for op in order]  # (kind, i, chunk)
     shapes = sample_shape if isinstance(sample_shape[0], Sequence) else [sample_shape] * len(chunks)
     k, here, m = len(ranks), ranks.index(dist.get_rank()), len(batches)
     last = k * len(chunks) - 1  # the last piece
@@ -158,6 +157,12 @@ def pipeline_step(
     for work, _ in sending:
         work.wait()
     return loss if last % k == here else None
+
+
+def chunks_and_ops(stage, order) -> tuple[list[nn.Module], list[tuple[str, int, int]]]:
+    """A rank's pieces as a list (one module is one chunk) and its ops as (kind, i, chunk)."""
+    chunks = list(stage) if isinstance(stage, (list, tuple)) else [stage]
+    return chunks, [(*op, 0)[:3] for op in order]
 
 
 def run_blocks(blocks: nn.Sequential, x: torch.Tensor) -> list[torch.Tensor]:
