@@ -49,6 +49,21 @@ def _name(stage: int) -> str:
     return "DDP" if stage == 0 else f"ZeRO-{stage}"
 
 
+def _stages(stages: int | tuple[int, ...]) -> list[int]:
+    return [stages] if isinstance(stages, int) else list(stages)
+
+
+def _names(stages: list[int]) -> str:
+    names = [_name(s) for s in stages]
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def _of(rows: list[dict], stages: list[int]) -> list[dict]:
+    """The rows of `stages`; empty unless every stage has some."""
+    mine = [r for r in rows if r["stage"] in stages]
+    return mine if {r["stage"] for r in mine} == set(stages) else []
+
+
 def _per_parameter(row: dict) -> tuple[float, float, float]:
     return tuple(row[k] / row["numel"] for k in ("params", "grads", "optimizer"))
 
@@ -95,16 +110,16 @@ def autocast_copies_weights(row: dict) -> Verdict:
     )
 
 
-def stage_matches_ddp(rows: list[dict], stage: int, tolerance: float = 1e-6) -> Verdict:
-    """After training, every rank's parameters at `stage` equal DDP's at the same N."""
+def stage_matches_ddp(rows: list[dict], stages, tolerance: float = 1e-6) -> Verdict:
+    """After training, every rank's parameters at each of `stages` equal DDP's at the same N."""
+    stages = _stages(stages)
     gaps = [
         (r["params"] - _ddp(rows, r["world_size"])["params"]).abs().max().item()
-        for r in rows
-        if r["stage"] == stage
+        for r in _of(rows, stages)
     ]
     return verdict(
         bool(gaps) and max(gaps) <= tolerance,
-        f"{_name(stage)}'s parameters equal DDP's to {tolerance:g} on every rank and N",
+        f"the parameters of {_names(stages)} equal DDP's to {tolerance:g} on every rank and N",
     )
 
 
@@ -112,32 +127,43 @@ def _ddp(rows: list[dict], world: int) -> dict:
     return next(r for r in rows if r["stage"] == 0 and r["world_size"] == world)
 
 
-def bytes_follow_formula(rows: list[dict], stage: int, tolerance: float = 0.05) -> Verdict:
-    """Measured bytes per rank at `stage` within `tolerance` of the formula, for every N."""
-    mine = [r for r in rows if r["stage"] == stage]
+def bytes_follow_formula(rows: list[dict], stages, tolerance: float = 0.05) -> Verdict:
+    """Measured bytes per rank at each of `stages` within `tolerance` of the formula, for
+    every N."""
+    stages = _stages(stages)
+    mine = _of(rows, stages)
     ok = bool(mine) and all(
-        abs(r["measured"] / model_state_bytes(r["numel"], r["world_size"], stage) - 1) <= tolerance
+        abs(r["measured"] / model_state_bytes(r["numel"], r["world_size"], r["stage"]) - 1)
+        <= tolerance
         for r in mine
     )
-    return verdict(ok, f"{_name(stage)}'s bytes per rank are the formula's, within 5%, for every N")
+    return verdict(
+        ok, f"the bytes per rank of {_names(stages)} are the formula's, within 5%, for every N"
+    )
 
 
-def bytes_fall_with_ranks(rows: list[dict], stage: int) -> Verdict:
-    """Bytes per rank strictly fall as N grows (the sharded part divides by N)."""
-    by_n = sorted({r["world_size"]: r["measured"] for r in rows if r["stage"] == stage}.items())
-    ok = len(by_n) > 1 and all(b[1] < a[1] for a, b in pairwise(by_n))
-    return verdict(ok, f"{_name(stage)}'s bytes per rank fall with every rank added")
+def bytes_fall_with_ranks(rows: list[dict], stages) -> Verdict:
+    """At each of `stages`, bytes per rank strictly fall as N grows (the sharded part
+    divides by N)."""
+    stages = _stages(stages)
+    ok = bool(_of(rows, stages))
+    for stage in stages:
+        by_n = sorted({r["world_size"]: r["measured"] for r in rows if r["stage"] == stage}.items())
+        ok = ok and len(by_n) > 1 and all(b[1] < a[1] for a, b in pairwise(by_n))
+    return verdict(ok, f"the bytes per rank of {_names(stages)} fall with every rank added")
 
 
-def peak_follows_formula(rows: list[dict], stage: int, tolerance: float = 0.10) -> Verdict:
+def peak_follows_formula(rows: list[dict], stages, tolerance: float = 0.10) -> Verdict:
     """The allocator's peak during a step within `tolerance` of `formulas.peak_bytes` (the
-    held state, the activations and the largest layer's working set), for every N."""
-    mine = [r for r in rows if r["stage"] == stage]
+    held state, the activations and the largest layer's working set), for every N, at each
+    of `stages`."""
+    stages = _stages(stages)
+    mine = _of(rows, stages)
     ok = bool(mine) and all(abs(r["peak"] / r["predicted_peak"] - 1) <= tolerance for r in mine)
     return verdict(
         ok,
-        f"{_name(stage)}'s peak bytes per rank are the peak formula's (state, activations, the "
-        f"largest layer's working set) within {tolerance:.0%}, for every N",
+        f"the peak bytes per rank of {_names(stages)} are the peak formula's (state, "
+        f"activations, the largest layer's working set) within {tolerance:.0%}, for every N",
     )
 
 
@@ -172,18 +198,28 @@ def zero3_peak_holds_a_gathered_layer(rows: list[dict]) -> Verdict:
     )
 
 
-def traffic_follows_formula(rows: list[dict], stage: int, tolerance: float = 0.05) -> Verdict:
-    """Bytes each rank sent per step within `tolerance` of 2(N-1)/N or 3(N-1)/N model bytes."""
-    mine = [r for r in rows if r["stage"] == stage and r["world_size"] > 1]
+def traffic_follows_formula(rows: list[dict], stages, tolerance: float = 0.05) -> Verdict:
+    """Bytes each rank sent per step within `tolerance` of 2(N-1)/N model bytes (DDP,
+    ZeRO-1, ZeRO-2) or 3(N-1)/N (ZeRO-3), at each of `stages`."""
+    stages = _stages(stages)
+    mine = [r for r in _of(rows, stages) if r["world_size"] > 1]
     ok = bool(mine) and all(
-        abs(r["bytes_sent"] / (4 * r["numel"]) / comm_multiple(stage, r["world_size"]) - 1)
+        abs(r["bytes_sent"] / (4 * r["numel"]) / comm_multiple(r["stage"], r["world_size"]) - 1)
         <= tolerance
         for r in mine
     )
-    multiple = "3(N-1)/N" if stage == 3 else "2(N-1)/N"
-    return verdict(
-        ok, f"each {_name(stage)} rank sends {multiple} of the model per step, within 5%"
-    )
+    groups = [
+        (_names(group), multiple)
+        for group, multiple in (
+            ([s for s in stages if s != 3], "2(N-1)/N"),
+            ([s for s in stages if s == 3], "3(N-1)/N"),
+        )
+        if group
+    ]
+    (names, multiple), *rest = groups
+    claim = f"each rank of {names} sends {multiple} of the model's bytes per step"
+    claim += "".join(f", each of {n} {m}" for n, m in rest)
+    return verdict(ok, f"{claim}, within 5%")
 
 
 def loss_scaling_rescues(under: dict, lost: float = 0.5, kept: float = 0.01) -> list[Verdict]:

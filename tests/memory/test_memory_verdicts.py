@@ -52,10 +52,11 @@ def _peak_rows(gather: int = 250, zero2_extra: int = 60):
 
 def test_peak_verdicts_fail_where_the_effect_is_absent():
     rows = _peak_rows()
-    assert all(v.peak_follows_formula(rows, s) for s in range(4))
+    assert v.peak_follows_formula(rows, (0, 1, 2, 3))
     assert v.zero2_peak_below_zero1(rows) and v.zero3_peak_holds_a_gathered_layer(rows)
     off = [{**r, "predicted_peak": r["peak"] * 0.8} for r in rows]
     assert not v.peak_follows_formula(off, 2)
+    assert not v.peak_follows_formula([*rows[:2], *off[2:]], (0, 1, 2, 3))  # one stage off
     # ZeRO-2 keeping every full gradient until the step's end: its saving is gone at the peak
     assert not v.zero2_peak_below_zero1(_peak_rows(zero2_extra=500))
     # ZeRO-3 computing without gathering a whole layer
@@ -68,6 +69,7 @@ def test_stage_matches_ddp():
     rows[1]["params"] = torch.full((3,), 1e-3)
     assert not v.stage_matches_ddp(rows, 1)
     assert not v.stage_matches_ddp(rows[:1], 1)  # no rows of the stage at all
+    assert not v.stage_matches_ddp([*rows, _zero_row(0, 4)], (1, 2))  # no ZeRO-2 rows
 
 
 def test_bytes_follow_formula_and_fall():
@@ -76,12 +78,22 @@ def test_bytes_follow_formula_and_fall():
     unsharded = [_zero_row(2, n, measured=1600) for n in (1, 2, 4)]  # nothing was sharded
     assert not v.bytes_follow_formula(unsharded, 2)
     assert not v.bytes_fall_with_ranks(unsharded, 2)
+    both = [*rows, *[_zero_row(3, n) for n in (1, 2, 4)]]
+    assert v.bytes_follow_formula(both, (2, 3)) and v.bytes_fall_with_ranks(both, (2, 3))
+    assert not v.bytes_fall_with_ranks([*rows, *unsharded[:0], _zero_row(3, 2)], (2, 3))
 
 
 def test_traffic_follows_formula():
     assert v.traffic_follows_formula([_zero_row(3, 2), _zero_row(3, 4)], 3)
     like_ddp = [_zero_row(3, n, sent=4 * 100 * 2 * (n - 1) / n) for n in (2, 4)]
     assert not v.traffic_follows_formula(like_ddp, 3)
+    every = [_zero_row(s, n) for s in range(4) for n in (2, 4)]
+    line = repr(v.traffic_follows_formula(every, (0, 1, 2, 3)))
+    assert line == (
+        "✓ each rank of DDP, ZeRO-1 and ZeRO-2 sends 2(N-1)/N of the model's bytes per step, "
+        "each of ZeRO-3 3(N-1)/N, within 5%"
+    )
+    assert not v.traffic_follows_formula([*every[:6], *like_ddp], (0, 1, 2, 3))
 
 
 def test_fsdp_verdicts():
