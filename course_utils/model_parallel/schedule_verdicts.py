@@ -41,21 +41,27 @@ def _clock(rows: list[dict]) -> str:
 @timing_claim("named by its rows", "measurement", _FAILS)
 def bubble_below(
     rows: list[dict],
-    schedule: str,
+    schedule: str | tuple[str, ...],
     than: str = "1f1b",
     margin: float = 0.03,
     machine: MachineShare | None = None,
 ) -> Verdict:
-    """`schedule`'s measured bubble below `than`'s by more than `margin` (a share of the
-    step), both measured at the same K and M on the same clock. `margin`: GPipe and 1F1B,
-    whose bubbles are the same on paper, came out up to 0.022 apart in 06's runs
-    (2026-11-27)."""
-    a, b = _row(rows, schedule), _row(rows, than)
-    same = (a["stages"], a["microbatches"]) == (b["stages"], b["microbatches"])
+    """Each of `schedule`'s (one name, or several) measured bubbles below `than`'s by more
+    than `margin` (a share of the step), all measured at the same K and M on the same clock.
+    `margin`: GPipe and 1F1B, whose bubbles are the same on paper, came out up to 0.022
+    apart in 06's runs (2026-11-27)."""
+    names = [schedule] if isinstance(schedule, str) else list(schedule)
+    mine, b = [_row(rows, n) for n in names], _row(rows, than)
+    same = all((a["stages"], a["microbatches"]) == (b["stages"], b["microbatches"]) for a in mine)
+    whose = (
+        f"{names[0]}'s measured bubble is"
+        if len(names) == 1
+        else f"{', '.join(names[:-1])}'s and {names[-1]}'s measured bubbles are each"
+    )
     return verdict(
-        same and a["measured"] < b["measured"] - margin,
-        f"{_clock([a, b])} clock: {schedule}'s measured bubble is below {than}'s at the same "
-        f"K and M, by more than {margin:.2f} of the step (the noise between equal schedules)",
+        same and all(a["measured"] < b["measured"] - margin for a in mine),
+        f"{_clock([*mine, b])} clock: {whose} below {than}'s at the same K and M, by more "
+        f"than {margin:.2f} of the step (the noise between equal schedules)",
         machine,
     )
 

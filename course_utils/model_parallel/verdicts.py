@@ -13,10 +13,8 @@ import statistics
 from ..core.checks import Verdict, verdict
 from ..core.machine import MachineShare
 from ..core.timing_claims import timing_claim
-from .schedules import Timeline
 
 __all__ = [
-    "blog_slots",
     "bubble_explained_by_stage_times",
     "bubble_matches",
     "bubble_never_below_formula",
@@ -42,27 +40,6 @@ _UNBALANCED_FAILS = "test_unbalanced_verdicts_fail_for_a_balanced_pipeline"
 
 
 # ------------------------------------------------------------- 1. the blog's picture
-
-
-def blog_slots(naive: Timeline, piped: Timeline) -> list[Verdict]:
-    """The schedules played out on paper (`schedules.simulate`), counted in slots."""
-    k, m = naive.stages, naive.microbatches
-    return [
-        verdict(
-            round(naive.span("F")) == k * m,
-            f"on paper, without pipelining the forward pass takes K x M slots ({k * m} for "
-            f"{m} micro-batches over {k} stages)",
-        ),
-        verdict(
-            round(piped.span("F")) == m + k - 1,
-            f"on paper, pipelined it takes M + K - 1 slots ({m + k - 1})",
-        ),
-        verdict(
-            round(naive.makespan()) == 2 * k * m and round(piped.makespan()) == 2 * (m + k - 1),
-            "on paper, the backward pass mirrors the forward: the whole step takes twice as "
-            "many slots",
-        ),
-    ]
 
 
 # ------------------------------------------------------------- 2. same arithmetic

@@ -26,6 +26,12 @@ def test_schedule_bubble_verdicts_fail_without_their_effect(capsys):
     assert "simulated clock:" in capsys.readouterr().out
     no_gain = [_row("1f1b", 0.12), _row("interleaved", 0.121), _row("zb-h1", 0.10)]
     assert not v.bubble_below(no_gain, "interleaved") and not v.bubble_below(no_gain, "zb-h1")
+    both = ("interleaved", "zb-h1")
+    assert v.bubble_below(rows, both) and "each below 1f1b's" in repr(v.bubble_below(rows, both))
+    one_gains = [r for r in rows if r["schedule"] != "zb-h1"] + [
+        r for r in no_gain if r["schedule"] == "zb-h1"
+    ]
+    assert not v.bubble_below(one_gains, both)
     other_m = [_row("1f1b", 0.12), _row("interleaved", 0.05, m=16)]  # not the same M
     assert not v.bubble_below(other_m, "interleaved")
     waits = [_row("zb-h1", 0.12, played=0.05)]  # waits where its schedule does not
