@@ -208,17 +208,10 @@ def traffic_follows_formula(rows: list[dict], stages, tolerance: float = 0.05) -
         <= tolerance
         for r in mine
     )
-    groups = [
-        (_names(group), multiple)
-        for group, multiple in (
-            ([s for s in stages if s != 3], "2(N-1)/N"),
-            ([s for s in stages if s == 3], "3(N-1)/N"),
-        )
-        if group
-    ]
-    (names, multiple), *rest = groups
-    claim = f"each rank of {names} sends {multiple} of the model's bytes per step"
-    claim += "".join(f", each of {n} {m}" for n, m in rest)
+    sent = {"2(N-1)/N": [s for s in stages if s != 3], "3(N-1)/N": [s for s in stages if s == 3]}
+    (k, first), *rest = [(k, _names(group)) for k, group in sent.items() if group]
+    claim = f"each rank of {first} sends {k} of the model's bytes per step"
+    claim += "".join(f", each of {names} {k}" for k, names in rest)
     return verdict(ok, f"{claim}, within 5%")
 
 
