@@ -16,19 +16,20 @@ minutes per checked exercise, and the notebook's run time.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["CORE_LIMITS", "FURTHER_LIMITS", "Part", "budget", "core_minutes"]
+import nbformat
+
+from ..core.checks import FAIL, NOT_JUDGED, NOT_SOLVED, PASS
+
+__all__ = ["CORE_LIMITS", "FURTHER_LIMITS", "Part", "budget", "core_minutes", "stdout_lines"]
 
 CORE_LIMITS = (1800, 12)  # (words, verdicts)
 FURTHER_LIMITS = (1000, 6)
 WORDS_PER_MINUTE, MINUTES_PER_VERDICT, MINUTES_PER_EXERCISE = 100, 2, 10
 FURTHER = re.compile(r"^#+\s*Going further", re.MULTILINE)
-VERDICT = re.compile(r"^(✓ |✗ |\? not judged)")
-NOT_SOLVED = "✗ not solved yet"
 FENCE = re.compile(r"^```.*?^```", re.MULTILINE | re.DOTALL)
 WORD = re.compile(r"\w[\w'’-]*")
 
@@ -43,40 +44,37 @@ class Part:
         return self.words <= limits[0] and self.verdicts <= limits[1]
 
 
-def _text(value) -> str:
-    return "".join(value) if isinstance(value, list) else value
+def stdout_lines(cell) -> list[str]:
+    """The lines a code cell printed, where `checks.verdict` puts its verdicts."""
+    if cell.get("cell_type") != "code":
+        return []
+    lines = []
+    for output in cell.get("outputs", []):
+        if output.get("output_type") == "stream" and output.get("name") == "stdout":
+            lines += output.get("text", "").splitlines()
+    return lines
 
 
 def _words(markdown: str) -> int:
     return len(WORD.findall(FENCE.sub("", markdown)))
 
 
-def _lines(cell: dict) -> list[str]:
-    lines = []
-    for out in cell.get("outputs", []):
-        if out.get("output_type") == "stream":
-            lines += _text(out.get("text", "")).splitlines()
-        else:
-            lines += _text(out.get("data", {}).get("text/plain", "")).splitlines()
-    return lines
-
-
 def budget(notebook: Path) -> tuple[Part, Part]:
     """(core, going further) of a stored notebook."""
     core, further = Part(), Part()
     part = core
-    for cell in json.loads(notebook.read_text(encoding="utf-8"))["cells"]:
-        source = _text(cell["source"])
-        if cell["cell_type"] == "markdown":
-            if FURTHER.search(source):
+    for cell in nbformat.read(notebook, as_version=4).cells:
+        if cell.cell_type == "markdown":
+            if FURTHER.search(cell.source):
                 part = further
-            part.words += _words(source)
-        elif cell["cell_type"] == "code":
-            for line in _lines(cell):
-                part.exercises += line.startswith(NOT_SOLVED)
-                part.verdicts += bool(VERDICT.match(line)) and not line.startswith(NOT_SOLVED)
-            for out in cell.get("outputs", []):
-                part.words += _words(_text(out.get("data", {}).get("text/markdown", "")))
+            part.words += _words(cell.source)
+            continue
+        for line in stdout_lines(cell):
+            unsolved = line == f"{FAIL} {NOT_SOLVED}"
+            part.exercises += unsolved
+            part.verdicts += line.startswith((f"{PASS} ", f"{FAIL} ", NOT_JUDGED)) and not unsolved
+        for output in cell.get("outputs", []):
+            part.words += _words(output.get("data", {}).get("text/markdown", ""))
     return core, further
 
 

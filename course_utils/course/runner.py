@@ -19,6 +19,7 @@ import nbformat
 from ..core.checks import FAIL, NOT_JUDGED, NOT_SOLVED, PASS
 from ..core.progress import BAR_KEY
 from .course_map import save_key_chart
+from .lab_length import stdout_lines
 from .memory import PeakMemory
 
 CELL_TIMEOUT = 600
@@ -97,7 +98,7 @@ def execute(
     seconds = round(time.perf_counter() - start, 1)
     report = Report(notebook=path.name, seconds=seconds, error=error, peak_pss_mib=peak.mib)
     for index, cell in enumerate(nb.cells):
-        for line in _stream_lines(cell):
+        for line in stdout_lines(cell):
             if line.startswith((PASS, FAIL)):
                 report.verdicts += 1
             if line.startswith(NOT_JUDGED):
@@ -186,16 +187,6 @@ def _output_signature(cell) -> list:
         elif kind == "error":
             signature.append(("error", output.get("ename")))
     return signature
-
-
-def _stream_lines(cell) -> list[str]:
-    if cell.get("cell_type") != "code":
-        return []
-    lines = []
-    for output in cell.get("outputs", []):
-        if output.get("output_type") == "stream" and output.get("name") == "stdout":
-            lines += output.get("text", "").splitlines()
-    return lines
 
 
 def _first_line_of_error(exc) -> str:

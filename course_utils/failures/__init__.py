@@ -7,9 +7,9 @@ in `elastic_worker`); how often to save, against Young's formula (`young`); an F
 checkpoint of 4 ranks, sharded, loaded by 2 (`resharding`); and the rank to blame when one
 hangs, lags or silently differs (`culprits`).
 
-torchrun's workers start in `elastic_worker`, inside this package: importing it costs them
-seconds of torch before they tie themselves to their agent, and `ranks.agent`'s check
-afterwards sends off one whose agent went meanwhile.
+torchrun's workers run `elastic_worker`, inside this package, whose imports cost seconds of
+torch: the course's jobs start them through `ranks.agent.TIED_WORKER`, tied to their agent
+before any of it.
 """
 
 from __future__ import annotations

@@ -14,22 +14,30 @@ def _cell(kind: str, source: str, *lines: str) -> dict:
     cell = {"cell_type": kind, "source": source.splitlines(keepends=True), "metadata": {}}
     if kind == "code":
         cell["outputs"] = [{"output_type": "stream", "name": "stdout", "text": list(lines)}]
+        cell["execution_count"] = None
     return cell
 
 
 def test_words_and_verdicts_are_counted_on_each_side_of_going_further(tmp_path):
     cells = [
         _cell("markdown", "# Title\n\nFour words of prose.\n\n```python\nx = 1  # code\n```"),
-        _cell("code", "check()", "a value 3.2\n", "✓ held\n", "? not judged, the machine was\n"),
+        _cell(
+            "code",
+            "check()",
+            "a value 3.2\n",
+            "✓ held\n",
+            "? not judged, the machine was busy: a claim\n",
+        ),
         _cell("code", "exercise()", "✗ not solved yet\n", "✗ failed\n"),
         _cell("markdown", "## Going further\n\nOne more."),
         _cell("code", "more()", "✓ also held\n"),
     ]
     cells[1]["outputs"].append(
-        {"output_type": "display_data", "data": {"text/markdown": "Two words"}}
+        {"output_type": "display_data", "data": {"text/markdown": "Two words"}, "metadata": {}}
     )
     notebook = tmp_path / "99_example.ipynb"
-    notebook.write_text(json.dumps({"cells": cells}))
+    stored = {"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 4}
+    notebook.write_text(json.dumps(stored))
     core, further = budget(notebook)
     assert (core.words, core.verdicts, core.exercises) == (1 + 4 + 2, 3, 1)  # the fence left out
     assert (further.words, further.verdicts) == (2 + 2, 1)
