@@ -15,6 +15,12 @@ Numbers followed by a unit of time or of rate are measurements, never answers, a
 passed over, as are numbers printed right after the word "measured" (a measured bubble of
 0.308 once equalled (K-1)/(M+K-1) for K = 5, M = 9 to the digit shown); `%` and byte units
 (kB ... TiB) are read as what they scale to.
+
+A value is not the only way to give an answer away: a formula or a sentence can. So the
+module may also offer `answer_phrases()`, `{"bubble": ["(K-1)/(M+K-1)", ...]}`, and a cell
+above the exercise reveals one when its text holds the phrase once both are made plain:
+case, spaces, `$`, bold and LaTeX's `\\frac{a}{b}`, `\\left`, `\\right` set aside, and `·`, `×`
+read as `*`, `−` as `-`.
 """
 
 from __future__ import annotations
@@ -26,7 +32,17 @@ from dataclasses import dataclass
 
 from .exercise_cells import Exercise
 
-__all__ = ["Leak", "answers_for", "leaks", "numbers", "texts"]
+__all__ = [
+    "Leak",
+    "Said",
+    "answers_for",
+    "leaks",
+    "numbers",
+    "phrases_for",
+    "plain",
+    "said",
+    "texts",
+]
 
 CHECKER = re.compile(r"\b(\w+)\.check_(\w+)\s*\(")
 NUMBER = re.compile(
@@ -39,6 +55,10 @@ SCALES = {"%": 0.01, "B": 1, "kB": 1e3, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1
           "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}  # fmt: skip
 DISTINCT_DIGITS = 3  # a value shown with this many significant digits counts on its own
 NEAR = 80  # characters either side in which a short value's case must be stated
+FRAC = re.compile(r"\\frac\s*\{([^{}]*)\}\s*\{([^{}]*)\}")
+SAME = str.maketrans({"−": "-", "–": "-", "·": "*", "×": "*", "⋅": "*", "’": "'"})
+PROMPT = re.compile(r"^(?:#+\s*Exercises?\b|\*\*\d+\.|\d+\.\s+\*\*)", re.MULTILINE | re.IGNORECASE)
+DROP = re.compile(r"\\left|\\right|\\[,;!]|\*\*|[\s$`]")
 
 
 @dataclass(frozen=True)
@@ -64,6 +84,17 @@ class Leak:
             f"cell {self.cell} ({self.where}) shows {self.shown!r}, the answer {self.value:g} "
             f"for the case {self.case}: ...{self.context}..."
         )
+
+
+@dataclass(frozen=True)
+class Said:
+    cell: int
+    where: str
+    phrase: str
+    context: str
+
+    def __str__(self) -> str:
+        return f"cell {self.cell} ({self.where}) says {self.phrase!r}: ...{self.context}..."
 
 
 def numbers(text: str) -> Iterator[Number]:
@@ -95,16 +126,52 @@ def texts(cell) -> Iterator[tuple[str, str]]:
                     yield mime, data if isinstance(data, str) else "".join(data)
 
 
-def answers_for(source: str) -> list[tuple[tuple, float]] | None:
-    """The cases and expected values of the checker an exercise cell calls, from its chapter's
-    `answer_values()`; None when the chapter lists none for that checker."""
+def _listing(source: str, name: str):
+    """What the chapter's `name()` lists for the checker an exercise cell calls, or None."""
     calls = CHECKER.findall(source)
     if not calls:
         return None
-    chapter, name = calls[-1]
-    checker = getattr(importlib.import_module(f"course_utils.{chapter}"), f"check_{name}")
-    listing = getattr(importlib.import_module(checker.__module__), "answer_values", None)
-    return listing().get(name) if listing else None
+    chapter, check = calls[-1]
+    checker = getattr(importlib.import_module(f"course_utils.{chapter}"), f"check_{check}")
+    listing = getattr(importlib.import_module(checker.__module__), name, None)
+    return listing().get(check) if listing else None
+
+
+def answers_for(source: str) -> list[tuple[tuple, float]] | None:
+    """The cases and expected values of the checker an exercise cell calls, from its chapter's
+    `answer_values()`; None when the chapter lists none for that checker."""
+    return _listing(source, "answer_values")
+
+
+def phrases_for(source: str) -> list[str] | None:
+    """The formulas and sentences that would give away the answer of the checker an exercise
+    cell calls, from its chapter's `answer_phrases()`; None when it lists none."""
+    return _listing(source, "answer_phrases")
+
+
+def plain(text: str) -> str:
+    """`text` with what does not change a formula's or a sentence's meaning set aside."""
+    return DROP.sub("", FRAC.sub(r"(\1)/(\2)", text.translate(SAME))).lower()
+
+
+def said(nb, exercise: Exercise, phrases: list[str]) -> list[Said]:
+    """Every place above `exercise` where a cell's text holds one of its `phrases`, the
+    exercise's own statement aside (it may define what the learner writes)."""
+    prompt = max(
+        (i for i in range(exercise.index) if nb.cells[i].cell_type == "markdown"), default=-1
+    )
+    found = []
+    for index in range(exercise.index):
+        for where, text in texts(nb.cells[index]):
+            if index == prompt and where == "markdown":
+                starts = list(PROMPT.finditer(text))
+                text = text[: starts[-1].start()] if starts else ""
+            flat = plain(text)
+            for phrase in phrases:
+                at = flat.find(plain(phrase))
+                if at >= 0:
+                    found.append(Said(index, where, phrase, flat[max(0, at - 40) : at + 80]))
+    return found
 
 
 def leaks(nb, exercise: Exercise, answers: list[tuple[tuple, float]]) -> list[Leak]:

@@ -23,6 +23,11 @@ CHECK_RUN = RunConfig(steps=24, every=None, hidden=32, train_samples=512)
 SAVES_AT = (11, 19)  # mid-pass (8 updates per pass): the epoch and the position both matter
 
 
+def answer_phrases() -> dict[str, list]:
+    """What would give an answer away as text (`course.revealed`): the straggler's sign."""
+    return {"slowest_rank": ["waits least", "wait least", "waits the least", "shortest wait"]}
+
+
 def _snapshot(model, optimizer, batches) -> dict:
     return {
         "model": copy.deepcopy(model.state_dict()),

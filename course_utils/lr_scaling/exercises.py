@@ -41,6 +41,18 @@ def answer_values() -> dict[str, list]:
     }
 
 
+def answer_phrases() -> dict[str, list]:
+    """What would give an answer away as text (`course.revealed`): the distance's definition
+    as the exercise states it."""
+    return {
+        "curve_distance": [
+            "mean over epochs of the absolute gap",
+            "absolute gap between two per-epoch losses",
+            "not finite, or above 10, as 10",
+        ]
+    }
+
+
 def check_warmup_lr(fn) -> bool:
     """fn(step, base_lr, base_batch, batch_size, warmup_steps) -> the lr of that update."""
     for base_lr, base_batch, batch, warmup in _WARMUP_CASES:

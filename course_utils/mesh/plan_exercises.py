@@ -19,7 +19,7 @@ from ..core.own_answers import Refused, attempt_refusing, message, own_answer_na
 from ..memory.formulas import model_state_bytes
 from .plan_model import precision_key
 
-__all__ = ["CASES", "answer_values", "check_memory_per_rank", "expected"]
+__all__ = ["CASES", "answer_phrases", "answer_values", "check_memory_per_rank", "expected"]
 
 # (params, dp, tp, pp, zero_stage, precision): DDP first, so the ZeRO mistake shows
 CASES = [
@@ -40,6 +40,11 @@ def expected(params, dp, tp, pp, zero_stage, precision) -> float:
 def answer_values() -> dict[str, list]:
     """The checker's layouts and answers (`course.revealed`: none may appear above it)."""
     return {"memory_per_rank": [(case, expected(*case)) for case in CASES]}
+
+
+def answer_phrases() -> dict[str, list]:
+    """What would give an answer away as text (`course.revealed`): the shard a rank holds."""
+    return {"memory_per_rank": ["1/(TP·PP)", "1/(TP x PP)", "params/(TP·PP)", "ZeRO's 1/DP"]}
 
 
 def _mistakes(params, dp, tp, pp, zero_stage, precision) -> dict[str, float]:

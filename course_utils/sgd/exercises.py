@@ -27,6 +27,18 @@ def answer_values() -> dict[str, list]:
     return {"updates_per_epoch": [((n, b), _updates(n, b, d)) for n, b in _CASES for d in (0, 1)]}
 
 
+def answer_phrases() -> dict[str, list]:
+    """What would give an answer away as text (`course.revealed`): the sweep's lr and batch
+    entries written out with the exercise's values."""
+    return {
+        "sweep_config": [
+            '"min": 1e-3, "max": 1e-1',
+            '"min": 0.001, "max": 0.1',
+            '"values": [16, 64]',
+        ]
+    }
+
+
 def check_updates_per_epoch(fn) -> bool:
     """fn(num_samples, batch_size, drop_last) -> updates in one pass over the data."""
     answers = {}

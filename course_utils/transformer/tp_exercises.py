@@ -20,10 +20,25 @@ from ..ranks.launch import launch
 from .model import MLP
 from .tensor_parallel import TensorParallelMLP
 
-__all__ = ["check_f_and_g"]
+__all__ = ["answer_phrases", "check_f_and_g"]
 
 WORLD_SIZES = (2, 4)
 WANT = {"f": ("unchanged", "summed"), "g": ("summed", "unchanged")}
+
+
+def answer_phrases() -> dict[str, list]:
+    """What would give an answer away as text (`course.revealed`): which of f and g
+    all-reduces in which direction."""
+    return {
+        "f_and_g": [
+            "one is the identity",
+            "identity where the other all-reduces",
+            "identity forward",
+            "identity in the forward",
+            "all-reduce backward",
+            "all-reduces in the backward",
+        ]
+    }
 
 
 def _what(t, mine: torch.Tensor, total: torch.Tensor) -> str:

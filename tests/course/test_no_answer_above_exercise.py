@@ -1,7 +1,8 @@
 """No notebook shows an exercise's answer above the exercise, in its text or its stored outputs.
 
 The answers are the values each checker expects for the cases it tries, listed by the
-chapter's `answer_values()` from the course's own formulas; `course.revealed` says what
+chapter's `answer_values()` from the course's own formulas, and the formulas and sentences
+that state an answer, listed by its `answer_phrases()`; `course.revealed` says what
 counts as showing one. An exercise whose answer is a tensor, an order of operations or a
 config has no value a text could state, and says so in NOT_VALUES.
 """
@@ -13,7 +14,7 @@ import pytest
 
 from course_utils.course.exercise_cells import Exercise, exercises
 from course_utils.course.notebook_files import course_notebooks
-from course_utils.course.revealed import answers_for, leaks, numbers
+from course_utils.course.revealed import answers_for, leaks, numbers, phrases_for, plain, said
 
 NOT_VALUES = {  # (notebook number, exercise): why its checker lists no answer values
     ("01", "sgd_epoch"): "a weight vector after one pass",
@@ -35,6 +36,21 @@ NOT_VALUES = {  # (notebook number, exercise): why its checker lists no answer v
     ("11", "mesh_groups"): "lists of rank groups",
 }
 REVEALED: dict[tuple[str, str], str] = {}  # shown today, to be fixed; the mark is strict
+PLANTED = {  # (notebook, exercise): a leak as a reading of the notebooks found it (issue #39)
+    (
+        "01",
+        "sweep_config",
+    ): 'ranges such as `{"min": 1e-3, "max": 1e-1, "distribution": "log_uniform"}`',
+    (
+        "03",
+        "curve_distance",
+    ): "the distance is the mean over epochs of the absolute gap between two\nper-epoch losses",
+    ("09", "slowest_rank"): "so the step time cannot tell which rank is slow:\nthe slow one is the "
+    "rank that **waits least**.",
+    ("10", "f_and_g"): "f and g are conjugate: one is the identity\n  where the other all-reduces.",
+    ("11", "memory_per_rank"): "model states from chapter 08's formulas on a 1/(TP·PP) shard (and\n"
+    "  ZeRO's 1/DP)",
+}
 
 
 def _exercises() -> list[tuple[str, object, Exercise]]:
@@ -77,6 +93,54 @@ def test_every_exercise_lists_its_answer_values_or_says_why_not(number, nb, exer
 def test_no_cell_above_an_exercise_shows_its_answer(nb, exercise):
     found = leaks(nb, exercise, answers_for(nb.cells[exercise.index].source))
     assert not found, "\n".join(str(leak) for leak in found)
+
+
+@pytest.mark.parametrize(
+    "nb, exercise",
+    [
+        pytest.param(nb, e, id=f"{n}-{e.name}")
+        for n, nb, e in EXERCISES
+        if phrases_for(nb.cells[e.index].source)
+    ],
+)
+def test_no_cell_above_an_exercise_states_its_answer_in_words(nb, exercise):
+    found = said(nb, exercise, phrases_for(nb.cells[exercise.index].source))
+    assert not found, "\n".join(str(leak) for leak in found)
+
+
+def _planted(number: str, name: str, text: str):
+    """The notebook as stored, with `text` in a markdown cell at its top."""
+    nb, exercise = next((nb, e) for n, nb, e in EXERCISES if (n, e.name) == (number, name))
+    planted = nbformat.from_dict(nb)
+    planted.cells = [nbformat.v4.new_markdown_cell(text), *nb.cells]
+    return planted, Exercise(exercise.index + 1, exercise.name, exercise.defines)
+
+
+@pytest.mark.parametrize("number, name", [pytest.param(*key, id="-".join(key)) for key in PLANTED])
+def test_each_leak_found_by_a_reading_is_caught_when_planted_above_its_exercise(number, name):
+    nb, exercise = _planted(number, name, PLANTED[number, name])
+    found = said(nb, exercise, phrases_for(nb.cells[exercise.index].source))
+    assert [leak.cell for leak in found] == [0] * len(found) and found
+
+
+def test_the_exercise_may_state_what_it_defines_but_not_above_its_statement():
+    statement = "## Exercises\n\n**2.** Write the mean over epochs of the absolute gap."
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(statement)])
+    nb.cells.append(nbformat.v4.new_code_cell("x.check_y(f)"))
+    assert said(nb, Exercise(1, "y", ()), ["mean over epochs of the absolute gap"]) == []
+    nb.cells[0].source = "The mean over epochs of the absolute gap.\n\n" + statement
+    assert len(said(nb, Exercise(1, "y", ()), ["mean over epochs of the absolute gap"])) == 1
+
+
+def test_plain_reads_a_formula_however_it_is_typeset():
+    written = [
+        "(K-1)/(M+K-1)",
+        "$\\frac{K - 1}{M + K - 1}$",
+        "(K − 1) / (M + K − 1)",
+        "**(k-1)/(m+k-1)**",
+    ]
+    assert {plain(text) for text in written} == {"(k-1)/(m+k-1)"}
+    assert plain("1/(TP·PP)") == plain("1/(TP × PP)") == "1/(tp*pp)"
 
 
 def _shown(text: str, answers) -> list[str]:
