@@ -14,7 +14,7 @@ from matplotlib._pylab_helpers import Gcf
 from ..core.style import PALETTE
 from ..core.widgets import draw, show_controls
 from .plan_model import MODEL_PRESETS, cluster, model
-from .planner import Plan, plan
+from .planner import Plan, layouts, plan
 
 __all__ = ["draw_plan", "planner_widget"]
 
@@ -42,7 +42,8 @@ def draw_plan(fig, result: Plan, top: int = 8) -> None:
             label.set_fontweight("bold")
     time_ax.set_xlabel("predicted step time (s)")
     mem_ax.set_xlabel("GB per rank (line: one GPU)")
-    time_ax.legend(fontsize=7, loc="lower right")
+    handles, labels = time_ax.get_legend_handles_labels()  # below the panels, off the bars
+    fig.legend(handles, labels, loc="lower center", ncols=len(PARTS), fontsize=7, frameon=False)
     m, c = result.model, result.cluster
     if result.pick:
         title = (
@@ -53,7 +54,18 @@ def draw_plan(fig, result: Plan, top: int = 8) -> None:
     else:
         title = f"{m.name} on {c.name}: no layout fits ({len(result.rejected)} tried)"
     fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+
+
+def plannable_nodes(model_name: str, gpus_per_node: int, kind: str, most: int = 128) -> list[int]:
+    """The node counts up to `most` on which some DP x TP x PP layout uses every GPU: the
+    others (9 nodes of 8 GPUs for Llama-3 8B, whose global batch DP must divide) have no
+    layout to plan, so the slider does not offer them."""
+    return [
+        n
+        for n in range(1, most + 1)
+        if layouts(model(model_name), cluster(f"{n}x{gpus_per_node}:{kind}"))
+    ]
 
 
 def planner_widget(
@@ -84,7 +96,11 @@ def planner_widget(
 
     controls = {
         "model": w.Dropdown(options=list(MODEL_PRESETS), value=model_name, description="model"),
-        "nodes": w.IntSlider(value=nodes, min=1, max=128, description="nodes"),
+        "nodes": w.SelectionSlider(
+            options=plannable_nodes(model_name, gpus_per_node, kind),
+            value=nodes,
+            description="nodes",
+        ),
         "gpus": w.Dropdown(options=[1, 2, 4, 8], value=gpus_per_node, description="GPUs/node"),
         "memory": w.FloatSlider(value=memory_gb, min=8, max=192, step=8, description="GB/GPU"),
         "precision": w.Dropdown(options=["bf16", "fp32"], value=precision, description="precision"),
@@ -92,7 +108,19 @@ def planner_widget(
     fig.canvas.header_visible = False
     Gcf.figs.pop(fig.number, None)  # ours alone: a later inline cell must not show it again
 
-    def redraw(*_):
+    offering = []  # set while the node counts change: their own events redraw nothing
+
+    def redraw(change=None):
+        if offering:
+            return
+        if change is not None and change["owner"] in (controls["model"], controls["gpus"]):
+            offering.append(True)
+            wanted, nodes_control = controls["nodes"].value, controls["nodes"]
+            nodes_control.options = plannable_nodes(
+                controls["model"].value, controls["gpus"].value, kind
+            )  # the nearest count it can plan stays chosen
+            nodes_control.value = min(nodes_control.options, key=lambda n: abs(n - wanted))
+            offering.clear()
         v = {k: c.value for k, c in controls.items()}
         try:
             result = planned(v["model"], v["nodes"], v["gpus"], v["memory"], v["precision"])

@@ -137,3 +137,27 @@ def test_widget_picture_names_the_pick():
 def test_widget_without_ipympl_shows_the_picture(capsys):
     assert "ipympl" not in matplotlib.get_backend()
     assert planner_widget("llama3-8b", nodes=2) is None
+
+
+def test_the_node_slider_offers_only_the_counts_the_planner_can_plan(monkeypatch):
+    from course_utils.mesh import plan_widget
+
+    assert plan_widget.plannable_nodes("llama3-8b", 8, "h100") == [2**k for k in range(8)]
+    shown = {}
+
+    def show_controls(controls, fig, redraw):
+        for control in controls.values():
+            control.observe(redraw, names="value")
+        redraw()
+        shown.update(controls=controls, fig=fig)
+
+    monkeypatch.setattr(plan_widget.matplotlib, "get_backend", lambda: "widget")
+    monkeypatch.setattr(plan_widget, "show_controls", show_controls)
+    monkeypatch.setattr(plan_widget, "draw", lambda fig: None)
+    planner_widget("llama3-8b", nodes=8)
+    controls, fig = shown["controls"], shown["fig"]
+    assert 9 not in controls["nodes"].options and controls["nodes"].value == 8
+    controls["model"].value = "course"  # plans on 1, 2 or 4 nodes of 8: the nearest is kept
+    assert list(controls["nodes"].options) == [1, 2, 4] and controls["nodes"].value == 4
+    assert "course on 4x8" in fig._suptitle.get_text()
+    matplotlib.pyplot.close(fig)
