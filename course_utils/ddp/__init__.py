@@ -20,7 +20,7 @@ from .charts import (
     step_breakdown,
     step_losses,
 )
-from .cost import measure, measure_single, overlap_timeline, standard_variants
+from .cost import bare_allreduce, measure, measure_single, overlap_timeline, standard_variants
 from .data_parallel import data_parallel_vs_one_device
 from .equivalence import Setup, average_gradients
 from .equivalence import equivalence as run_equivalence
@@ -33,6 +33,7 @@ __all__ = [
     "accuracy_vs_effective_batch",
     "average_gradients",
     "backward_overlap",
+    "bare_allreduce",
     "charts",
     "check_average_gradients",
     "check_updates_per_epoch",

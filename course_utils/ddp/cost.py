@@ -132,6 +132,33 @@ def time_single(setup: Setup, batch: int, samples: int, name: str = "one process
     return _step_times(variant, 1, history)
 
 
+def _bare_allreduce(setup: Setup, repeats: int) -> tuple[int, float]:
+    """Inside a rank: the model's gradient bytes, and the median seconds of one
+    `dist.all_reduce` of that many floats with the ranks lined up first (no DDP, no hook)."""
+    d = load_data(setup)
+    grad = torch.ones(sum(p.numel() for p in build_model(setup, d).parameters()), device=device())
+    seconds = []
+    for _ in range(WARMUP_UPDATES + repeats):
+        dist.barrier()  # so that no rank's wait for a late one is counted
+        start = time.perf_counter()
+        dist.all_reduce(grad)
+        synchronize()
+        seconds.append(time.perf_counter() - start)
+    return grad.numel() * grad.element_size(), sorted(seconds[WARMUP_UPDATES:])[repeats // 2]
+
+
+def bare_allreduce(
+    setup: Setup | None = None, world_size: int = 2, backend: str = "gloo", repeats: int = 50
+) -> tuple[int, float]:
+    """The gradient's bytes and what one bare all-reduce of them costs on this machine, to
+    set beside naive DDP's all-reduce share per update: the difference is per-step overhead
+    (DDP's reducer and hook, ranks waiting for each other), not bytes on a link."""
+    setup = setup or Setup()
+    load_data(setup)
+    timed = launch(_bare_allreduce, world_size, backend=backend, args=(setup, repeats))
+    return timed[0][0], max(seconds for _, seconds in timed)
+
+
 def _slowest(times: list[StepTimes]) -> StepTimes:
     """A synchronous step is as slow as its slowest rank."""
     return max(times, key=lambda t: t.seconds)

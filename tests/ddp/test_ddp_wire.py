@@ -7,7 +7,7 @@ import torch
 
 from course_utils import ddp as dp
 from course_utils.core.machine import MachineShare
-from course_utils.ddp import cost, wire
+from course_utils.ddp import cost, equivalence, wire
 from course_utils.network import wire as link
 from course_utils.network.clock import LAG
 
@@ -52,6 +52,15 @@ def test_the_emulated_link_sets_ddps_communication_time():
     assert per_sync >= link.ring_allreduce_seconds(SLOWER, 4 * 1000, 2) - LAG
     assert real.syncs == 8  # the same updates on the real link, whose time is not asserted
     assert slow.effective_batch == compressed.effective_batch == 16
+
+
+def test_a_bare_allreduce_moves_the_models_gradient_bytes_and_takes_some_time():
+    setup = dp.Setup(hidden=16)
+    model = equivalence.build_model(setup, equivalence.load_data(setup))
+    numel = sum(p.numel() for p in model.parameters())
+    nbytes, seconds = cost.bare_allreduce(setup, 2, repeats=5)
+    assert nbytes == 4 * numel  # fp32 gradients, as naive DDP all-reduces them
+    assert 0 < seconds < 1  # a bound of what it promises (a real, finite time), not a speed
 
 
 class _T:
