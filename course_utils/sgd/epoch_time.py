@@ -26,6 +26,21 @@ def stretch(alone: dict, side_by_side: dict) -> dict:
     return {b: side_by_side[b] / alone[b] for b in sorted(alone) if b in side_by_side}
 
 
+def per_update_and_per_sample(updates: list[float], batch_sizes, seconds: list[float]):
+    """(seconds per update, seconds per sample): the least-squares split of each epoch's time
+    into a fixed cost per update (Python, the optimizer, launching kernels) and a cost per
+    sample, over every batch size. The smallest batch makes many times the updates of the
+    largest, and its epoch takes only as much longer as the per-update part is of it."""
+    rows = [(u, u * b) for u, b in zip(updates, batch_sizes, strict=True)]
+    uu = sum(u * u for u, _ in rows)
+    un = sum(u * n for u, n in rows)
+    nn = sum(n * n for _, n in rows)
+    ut = sum(u * t for (u, _), t in zip(rows, seconds, strict=True))
+    nt = sum(n * t for (_, n), t in zip(rows, seconds, strict=True))
+    det = uu * nn - un * un
+    return (ut * nn - nt * un) / det, (nt * uu - ut * un) / det
+
+
 @timing_claim("real", "threshold", FAILS_IN)
 def slower_alone(ratio: float, at_least: float = 4.0, machine=None):
     """Timed one trial at a time, the smallest batch takes over `at_least` times as long."""

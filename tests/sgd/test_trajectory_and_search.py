@@ -118,3 +118,16 @@ def test_the_race_counts_its_runs_on_one_bar(monkeypatch):
     trajectory.race(torch.nn.Linear(4, 3), data, batches, (0.01, 0.1, 1.0), 0.005, per_update)
     assert [(b.unit, b.total, b.n, b.closed) for b in bars] == [("run", 6, 6, True)]
     assert bars[0].postfixes[-1] == {"batch": 8, "lr": 1.0}  # what runs now
+
+
+def test_an_epochs_time_splits_into_its_per_update_and_per_sample_parts():
+    from course_utils.sgd import epoch_time
+
+    updates, batches = [1000, 250, 62, 15], [8, 32, 128, 512]
+    made = [u * 2e-3 + u * b * 5e-6 for u, b in zip(updates, batches, strict=True)]
+    assert epoch_time.per_update_and_per_sample(updates, batches, made) == pytest.approx(
+        (2e-3, 5e-6)
+    )
+    per_sample_only = [u * b * 5e-6 for u, b in zip(updates, batches, strict=True)]
+    step, sample = epoch_time.per_update_and_per_sample(updates, batches, per_sample_only)
+    assert step == pytest.approx(0, abs=1e-12) and sample == pytest.approx(5e-6)
