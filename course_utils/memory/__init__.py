@@ -25,7 +25,7 @@ from .charts import (
 )
 from .checkpointing import checkpointed_steps
 from .exercises import MOMENTUM, check_shard_optimizer
-from .formulas import comm_multiple, model_state_bytes, peak_bytes
+from .formulas import accounting, comm_multiple, layout_pairs, model_state_bytes, peak_bytes
 from .fsdp import fsdp_training, prefetched_layers
 from .fsdp_options import fsdp_settings
 from .precision import autocast_race, small_sums, underflow
@@ -36,6 +36,7 @@ __all__ = [
     "MOMENTUM",
     "STAGES",
     "SavedBytes",
+    "accounting",
     "anatomy_bars",
     "autocast_anatomy",
     "autocast_race",
@@ -50,6 +51,7 @@ __all__ = [
     "fsdp_timeline",
     "fsdp_settings",
     "fsdp_training",
+    "layout_pairs",
     "memory_calculator",
     "mlp",
     "model_state_bytes",

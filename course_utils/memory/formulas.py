@@ -13,8 +13,10 @@ from ..core.own_answers import own_answer
 
 __all__ = [
     "PRECISIONS",
+    "accounting",
     "adam_temporaries",
     "comm_multiple",
+    "layout_pairs",
     "model_state_bytes",
     "peak_bytes",
     "per_parameter",
@@ -116,3 +118,20 @@ def peak_bytes(
     """
     held = model_state_bytes(numel, world, stage)
     return held + activations + working_set_bytes(world, stage, largest_layer, activations, stepped)
+
+
+def accounting(pairs: list[tuple[float, float]], tolerance: float, formula: str) -> str:
+    """One line for (measured, formula) pairs where the formula is what the same code
+    implements: an accounting identity, shown beside its table rather than ticked."""
+    near = sum(abs(got / want - 1) <= tolerance for got, want in pairs)
+    return f"accounting: {near} of {len(pairs)} rows within {tolerance:.0%} of {formula}"
+
+
+def layout_pairs(rows: list[dict], precision: str) -> list[tuple[float, float]]:
+    """(measured, formula) bytes per parameter of each row's weights, gradients and
+    optimizer state, against the layout of `precision`."""
+    return [
+        (row[key] / row["numel"], want)
+        for row in rows
+        for key, want in zip(("params", "grads", "optimizer"), PRECISIONS[precision], strict=True)
+    ]

@@ -10,7 +10,7 @@ from itertools import pairwise
 
 from ..core.checks import Verdict, verdict
 from ..core.timing_claims import timing_claim
-from .formulas import comm_multiple, model_state_bytes
+from .formulas import comm_multiple
 from .fsdp_verdicts import (
     every_run_matches_fp64,
     fsdp_stores_a_shard,
@@ -20,12 +20,8 @@ from .fsdp_verdicts import (
 )
 
 __all__ = [
-    "autocast_copies_weights",
-    "autocast_layout",
     "bf16_keeps_accuracy",
     "bytes_fall_with_ranks",
-    "bytes_follow_formula",
-    "calculator_agrees",
     "checkpointing_costs_a_forward",
     "checkpointing_saves_bytes",
     "fp16_sum_stalls",
@@ -33,11 +29,8 @@ __all__ = [
     "fsdp_stores_a_shard",
     "loss_scaling_rescues",
     "mixed_precision_policy_in_bf16",
-    "peak_follows_formula",
     "prefetch_seen",
-    "recompute_working_set_seen",
     "reshard_after_forward_keeps_layers",
-    "sixteen_bytes_per_parameter",
     "stage_matches_ddp",
     "traffic_follows_formula",
     "zero2_peak_below_zero1",
@@ -64,52 +57,6 @@ def _of(rows: list[dict], stages: list[int]) -> list[dict]:
     return mine if {r["stage"] for r in mine} == set(stages) else []
 
 
-def _per_parameter(row: dict) -> tuple[float, float, float]:
-    return tuple(row[k] / row["numel"] for k in ("params", "grads", "optimizer"))
-
-
-def sixteen_bytes_per_parameter(rows: list[dict], tolerance: float = 0.01) -> Verdict:
-    """The paper's layout, measured on every rank after a real step: bf16 weights and
-    gradients, and Adam's fp32 master copy and moments, 2 + 2 + 12 bytes per parameter."""
-    ok = bool(rows) and all(
-        all(
-            abs(got / want - 1) <= tolerance
-            for got, want in zip(_per_parameter(r), (2, 2, 12), strict=True)
-        )
-        for r in rows
-    )
-    return verdict(
-        ok,
-        "every rank of the hand-built mixed-precision step holds 2 + 2 + 12 = 16 bytes per "
-        "parameter, within 1%",
-    )
-
-
-def autocast_layout(row: dict, tolerance: float = 0.01) -> Verdict:
-    """Under torch.autocast the model state stays fp32: weights, gradients and Adam's two
-    moments hold 4 + 4 + 8 bytes per parameter, not the paper's 2 + 2 + 12."""
-    ok = all(
-        abs(got / want - 1) <= tolerance
-        for got, want in zip(_per_parameter(row), (4, 4, 8), strict=True)
-    )
-    return verdict(
-        ok,
-        "under torch.autocast the weights, gradients and Adam's moments stay fp32: 4 + 4 + 8 "
-        "bytes per parameter, within 1%",
-    )
-
-
-def autocast_copies_weights(row: dict) -> Verdict:
-    """Autocast's bf16 weights exist only during the step, as cast copies autograd saves:
-    more than 1 byte per parameter (every weight whose input needs a gradient), at most 2."""
-    per = row["bf16_weight_copies"] / row["numel"]
-    return verdict(
-        1 < per <= 2,
-        "during the step autograd saves bf16 copies of the weights: more than 1 and at most "
-        "2 bytes per parameter on top of the fp32 state",
-    )
-
-
 def stage_matches_ddp(rows: list[dict], stages, tolerance: float = 1e-6) -> Verdict:
     """After training, every rank's parameters at each of `stages` equal DDP's at the same N."""
     stages = _stages(stages)
@@ -127,21 +74,6 @@ def _ddp(rows: list[dict], world: int) -> dict:
     return next(r for r in rows if r["stage"] == 0 and r["world_size"] == world)
 
 
-def bytes_follow_formula(rows: list[dict], stages, tolerance: float = 0.05) -> Verdict:
-    """Measured bytes per rank at each of `stages` within `tolerance` of the formula, for
-    every N."""
-    stages = _stages(stages)
-    mine = _of(rows, stages)
-    ok = bool(mine) and all(
-        abs(r["measured"] / model_state_bytes(r["numel"], r["world_size"], r["stage"]) - 1)
-        <= tolerance
-        for r in mine
-    )
-    return verdict(
-        ok, f"the bytes per rank of {_names(stages)} are the formula's, within 5%, for every N"
-    )
-
-
 def bytes_fall_with_ranks(rows: list[dict], stages) -> Verdict:
     """At each of `stages`, bytes per rank strictly fall as N grows (the sharded part
     divides by N)."""
@@ -151,20 +83,6 @@ def bytes_fall_with_ranks(rows: list[dict], stages) -> Verdict:
         by_n = sorted({r["world_size"]: r["measured"] for r in rows if r["stage"] == stage}.items())
         ok = ok and len(by_n) > 1 and all(b[1] < a[1] for a, b in pairwise(by_n))
     return verdict(ok, f"the bytes per rank of {_names(stages)} fall with every rank added")
-
-
-def peak_follows_formula(rows: list[dict], stages, tolerance: float = 0.10) -> Verdict:
-    """The allocator's peak during a step within `tolerance` of `formulas.peak_bytes` (the
-    held state, the activations and the largest layer's working set), for every N, at each
-    of `stages`."""
-    stages = _stages(stages)
-    mine = _of(rows, stages)
-    ok = bool(mine) and all(abs(r["peak"] / r["predicted_peak"] - 1) <= tolerance for r in mine)
-    return verdict(
-        ok,
-        f"the peak bytes per rank of {_names(stages)} are the peak formula's (state, "
-        f"activations, the largest layer's working set) within {tolerance:.0%}, for every N",
-    )
 
 
 def _peak(rows: list[dict], world: int, stage: int) -> dict:
@@ -215,27 +133,26 @@ def traffic_follows_formula(rows: list[dict], stages, tolerance: float = 0.05) -
     return verdict(ok, f"{claim}, within 5%")
 
 
-def loss_scaling_rescues(under: dict, lost: float = 0.5, kept: float = 0.01) -> list[Verdict]:
-    return [
-        verdict(
-            under["fp16_lost"] > lost, "without a loss scale, fp16 flushes most gradients to zero"
-        ),
-        verdict(under["scaled_lost"] < kept, "with GradScaler, fewer than 1% of them are lost"),
-    ]
+def loss_scaling_rescues(under: dict, lost: float = 0.5, kept: float = 0.01) -> Verdict:
+    """Without a loss scale fp16 flushes most of the shrunk gradients to zero (more than
+    `lost`); with GradScaler fewer than `kept` of them are lost."""
+    return verdict(
+        under["fp16_lost"] > lost and under["scaled_lost"] < kept,
+        "without a loss scale fp16 flushes most gradients to zero; with GradScaler fewer "
+        "than 1% are lost",
+    )
 
 
-def fp16_sum_stalls(sums: dict) -> list[Verdict]:
-    return [
-        verdict(
-            sums["fp16_sum"] < 0.5 * sums["exact_sum"],
-            "adding many small values in fp16 stops short of half the true sum",
-        ),
-        verdict(
-            sums["fp16_weight"] == 1.0
-            and abs(sums["fp32_weight"] / sums["exact_weight"] - 1) < 1e-3,
-            "an fp16 weight never moves under small updates, an fp32 master weight does",
-        ),
-    ]
+def fp16_sum_stalls(sums: dict) -> Verdict:
+    """Small additions vanish in fp16: a sum of many stops short of half the true one, and
+    a weight of 1.0 never moves, while an fp32 master weight reaches the exact value."""
+    return verdict(
+        sums["fp16_sum"] < 0.5 * sums["exact_sum"]
+        and sums["fp16_weight"] == 1.0
+        and abs(sums["fp32_weight"] / sums["exact_weight"] - 1) < 1e-3,
+        "small additions vanish in fp16 (a long sum stops short of half, a weight never "
+        "moves); an fp32 master weight takes them",
+    )
 
 
 def bf16_keeps_accuracy(race: dict, tolerance: float = 0.03) -> Verdict:
@@ -243,53 +160,39 @@ def bf16_keeps_accuracy(race: dict, tolerance: float = 0.03) -> Verdict:
     return verdict(gap <= tolerance, "bf16 autocast reaches fp32's test accuracy within 3 points")
 
 
-def checkpointing_saves_bytes(rows: list[dict], least: float = 0.5) -> list[Verdict]:
-    """Saved bytes fall with every extra checkpointed block; all of them saves at least half."""
+def _none_and_full(rows: list[dict]) -> tuple[dict, dict]:
+    """The run without checkpointing, and the one that checkpoints the most blocks."""
+    none = next(r for r in rows if not r["checkpointed"])
+    return none, max(rows, key=lambda r: r["checkpointed"])
+
+
+def checkpointing_saves_bytes(rows: list[dict], least: float = 0.5) -> Verdict:
+    """Saved bytes fall with every extra checkpointed block and all of them save at least
+    half; backward recomputes one block at a time, so the peak of checkpointing every
+    block lies above its saved bytes by at least one block's activations (what no
+    checkpointing saves, over the blocks)."""
     ordered = sorted(rows, key=lambda r: r["checkpointed"])
+    none, full = _none_and_full(rows)
     falls = all(b["saved"] < a["saved"] for a, b in pairwise(ordered))
-    same = all((r["grad"] - ordered[0]["grad"]).abs().max().item() <= 1e-6 for r in rows)
-    return [
-        verdict(falls, "every extra checkpointed block lowers the saved activation bytes"),
-        verdict(
-            ordered[-1]["saved"] <= least * ordered[0]["saved"],
-            "checkpointing every block saves less than half the bytes of no checkpointing",
-        ),
-        verdict(same, "the gradients are the same with and without checkpointing"),
-    ]
+    block = none["saved"] / max(full["checkpointed"], 1)
+    recomputed = full["checkpointed"] > 0 and full["peak"] - full["saved"] >= block
+    return verdict(
+        falls and full["saved"] <= least * none["saved"] and recomputed,
+        "every extra checkpointed block lowers the saved activation bytes (all of them: below "
+        "half), and the peak holds one recomputed block above them",
+    )
 
 
 @timing_claim("real", "measurement", "test_checkpointing_verdicts")
 def checkpointing_costs_a_forward(rows: list[dict], most: float = 1.5) -> Verdict:
-    """Checkpointing every block costs more time, but at most about one extra forward pass
-    (both the median step's CPU time of one process: other programs on the machine do not
-    lengthen it, as they would a wall time)."""
-    none = next(r for r in rows if not r["checkpointed"])
-    full = max(rows, key=lambda r: r["checkpointed"])
+    """Checkpointing leaves the gradients as they were, and every block costs more time,
+    but at most about one extra forward pass (both the median step's CPU time of one
+    process: other programs on the machine do not lengthen it, as they would a wall time)."""
+    none, full = _none_and_full(rows)
+    same = all((r["grad"] - none["grad"]).abs().max().item() <= 1e-6 for r in rows)
     extra = full["step_seconds"] - none["step_seconds"]
     return verdict(
-        0 < extra <= most * none["forward_seconds"],
-        "real clock (one process's CPU time): recomputing every block costs extra time, at "
-        "most about one forward pass",
-    )
-
-
-def recompute_working_set_seen(rows: list[dict]) -> Verdict:
-    """Checkpointing every block, backward recomputes one block at a time: the step's peak
-    lies above the bytes it saved by at least one block's activations (what no
-    checkpointing saves, over the blocks)."""
-    none = next(r for r in rows if not r["checkpointed"])
-    full = max(rows, key=lambda r: r["checkpointed"])
-    block = none["saved"] / max(full["checkpointed"], 1)
-    return verdict(
-        full["checkpointed"] > 0 and full["peak"] - full["saved"] >= block,
-        "checkpointing every block, the step's peak exceeds its saved bytes by at least one "
-        "block's activations: the recompute's working set",
-    )
-
-
-def calculator_agrees(pairs: list[tuple[float, float]], tolerance: float = 0.10) -> Verdict:
-    """(calculator, measured) bytes: every pair within `tolerance`."""
-    ok = bool(pairs) and all(abs(c / m - 1) <= tolerance for c, m in pairs)
-    return verdict(
-        ok, f"the calculator agrees with every measured byte count within {tolerance:.0%}"
+        same and 0 < extra <= most * none["forward_seconds"],
+        "the gradients are the same with and without checkpointing; real clock (one process's "
+        "CPU time): recomputing every block costs extra time, at most about one forward pass",
     )

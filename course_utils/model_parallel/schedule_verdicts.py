@@ -12,7 +12,6 @@ from ..core.timing_claims import timing_claim
 
 __all__ = [
     "bubble_below",
-    "bubble_explained_by_play_out",
     "orders_match_pytorch",
     "trains_like_one_process",
     "zb_holds_as_much_as_1f1b",
@@ -63,22 +62,6 @@ def bubble_below(
         same and all(a["measured"] < b["measured"] - margin for a in mine),
         f"{_clock([*mine, b])} clock: {whose} below {than}'s at the same K and M, by more "
         f"than {margin:.2f} of the step (the noise between equal schedules)",
-        machine,
-    )
-
-
-@timing_claim("named by its rows", "schedule", _FAILS)
-def bubble_explained_by_play_out(
-    rows: list[dict], tolerance: float = 0.15, machine: MachineShare | None = None
-) -> Verdict:
-    """Every measured bubble within `tolerance` of the schedule played out with its step's
-    measured F, B, W and hand-off times (`from_stages_and_link`): a pipeline that waits where
-    its schedule does not (a hand-off posted late, a W run before the B it could wait for)
-    is measured above it."""
-    return verdict(
-        all(abs(r["measured"] / r["from_stages_and_link"] - 1) <= tolerance for r in rows),
-        f"{_clock(rows)} clock: every schedule's bubble is the schedule played out with its "
-        f"measured F, B, W and hand-off times, within {tolerance:.0%}",
         machine,
     )
 
