@@ -24,6 +24,11 @@ def answer_values() -> dict[str, list]:
     return {"bubble": [(case, bubble_formula(*case)) for case in BUBBLE_CASES]}
 
 
+def answer_phrases() -> dict[str, list]:
+    """The bubble's formula as a text would write it (`course.revealed`)."""
+    return {"bubble": ["(K-1)/(M+K-1)", "(K-1)/(K+M-1)", "(K-1)/(K-1+M)", "1-M/(M+K-1)"]}
+
+
 def check_bubble(predict_bubble) -> bool:
     """`predict_bubble(stages, microbatches)` must give GPipe's idle fraction of a step, on
     pipelines of several sizes (a value typed in for one of them fails at the next)."""

@@ -45,6 +45,8 @@ PLANTED = {  # (notebook, exercise): a leak as a reading of the notebooks found 
         "03",
         "curve_distance",
     ): "the distance is the mean over epochs of the absolute gap between two\nper-epoch losses",
+    ("06", "bubble"): "matched it on both, while $\\frac{K - 1}{M + K - 1}$ holds only as far as "
+    "the stages are equal",
     ("09", "slowest_rank"): "so the step time cannot tell which rank is slow:\nthe slow one is the "
     "rank that **waits least**.",
     ("10", "f_and_g"): "f and g are conjugate: one is the identity\n  where the other all-reduces.",
