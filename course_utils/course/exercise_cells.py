@@ -1,10 +1,10 @@
 """Which cells of a notebook are its exercises: the release clears them, the grade runs them.
 
 An exercise cell is a code cell below the notebook's "## Exercises" (or "## Exercise")
-heading whose source calls a checker, `<chapter>.check_<name>(...)`. Both conditions
-matter: a chapter may call a checker in its prose to show a mistake (05 feeds
-`check_ring` a ring that deadlocks), and the cells below the heading that call no
-checker are the exercises' explanations, not exercises.
+heading, and above its "Going further" if it has one, whose source calls a checker,
+`<chapter>.check_<name>(...)`. Each condition matters: a chapter may call a checker to show
+a mistake (05's Going further feeds `check_ring` a ring that deadlocks), and the cells
+below the heading that call no checker are the exercises' explanations, not exercises.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 
 HEADING = re.compile(r"^##\s+Exercises?\s*$", re.MULTILINE)
+FURTHER = re.compile(r"^#+\s*Going further", re.MULTILINE)  # the core ends, exercises too
 CHECKER_CALL = re.compile(r"\bcheck_(\w+)\s*\(")
 
 
@@ -39,6 +40,8 @@ def exercises(nb) -> list[Exercise]:
     found = []
     for index in range(start + 1, len(nb.cells)):
         cell = nb.cells[index]
+        if cell.cell_type == "markdown" and FURTHER.search(cell.source):
+            break
         calls = CHECKER_CALL.findall(cell.source) if cell.cell_type == "code" else []
         if calls:
             found.append(Exercise(index, calls[-1], defined_names(cell.source)))

@@ -82,6 +82,11 @@ def test_the_checker_call_in_the_prose_is_not_an_exercise():
     assert [(e.index, e.name, e.defines) for e in exercises(nb)] == [(3, "ring", ("my_ring",))]
     assert clear_outputs(nb) == 1
     assert nb.cells[0].outputs and not nb.cells[3].outputs
+    nb.cells += [
+        nbformat.v4.new_markdown_cell("## Going further\n\n### When a ring deadlocks"),
+        nbformat.v4.new_code_cell("allreduce.check_ring(receive_first)  # showing a mistake"),
+    ]
+    assert [e.index for e in exercises(nb)] == [3]  # the exercises end where the core does
 
 
 def test_a_notebook_without_an_exercises_heading_has_no_exercise():
