@@ -12,7 +12,7 @@ every rank imports this package, and a chapter is imported when a notebook names
 from __future__ import annotations
 
 from . import parallel
-from .core import checks, data, models, profiles, training
+from .core import checks, data, models, profiles, published, training
 from .core.checks import verdict
 from .core.errors import LaunchError
 from .core.source import show
@@ -29,6 +29,7 @@ __all__ = [
     "models",
     "parallel",
     "profiles",
+    "published",
     "show",
     "training",
     "verdict",

@@ -2,16 +2,16 @@
 
 Over the profile's link (`--link`; the cpu profile's is emulated, so the wire sets the
 communication time). Target: every variant at one effective batch, and naive DDP slower
-than one process, as in the report (443 s vs 73 s).
+than one process, as in the report (`core.published`).
 """
 
 from __future__ import annotations
 
+from ..core.published import naive_ddp_over_one_process
 from ..network import wire
 
 NAME = "ddp-overhead"
 HELP = "seconds per 1000 samples of one process, naive DDP and each fix, same effective batch"
-REPORT = {"naive DDP": 443, "one process": 73}  # seconds, the report's runs
 
 
 def add_arguments(parser) -> None:
@@ -49,7 +49,7 @@ def run(args) -> dict:
             for t in timed[1:]
         },
         "naive_over_single": round(slower, 2),
-        "report_naive_over_single": round(REPORT["naive DDP"] / REPORT["one process"], 2),
+        "report_naive_over_single": round(naive_ddp_over_one_process(), 2),
         "target": "every variant at one effective batch; naive DDP slower than one process",
         "met": same_batch and slower > 1,
     }
