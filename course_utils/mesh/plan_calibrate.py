@@ -6,7 +6,8 @@ its backward. For an H100 they are an assumed FLOP rate and Korthikanti et al.'s
 for the course's CPU ranks both are measured here, once, on one rank of one thread (as
 every mesh rank computes), and never tuned afterwards:
 
-- an *effective* FLOP rate: 6 x parameters x tokens over the CPU seconds of one
+- an *effective* FLOP rate: the FLOPs the planner counts (6 per parameter and token, and
+  attention's) over the CPU seconds of one
   forward+backward of the whole model on the whole batch. A matmul's rate
   (`plan_model.measured_flops`) would leave out what the step spends outside the
   matmuls (LayerNorm, GELU, attention's softmax, the embedding, autograd's bookkeeping),
@@ -50,13 +51,14 @@ class Calibration:
 
     step_seconds: float
     tokens: int
-    params: float
+    flops_per_token: float  # forward and backward, as the planner counts them
     kept: dict[int, float]
 
     @property
     def flops(self) -> float:
-        """The effective rate: 6 x parameters x tokens per second of forward+backward."""
-        return 6 * self.params * self.tokens / self.step_seconds
+        """The effective rate: the step's FLOPs as the planner counts them (6 per parameter
+        and attention's, per token) per second of forward+backward."""
+        return self.flops_per_token * self.tokens / self.step_seconds
 
     @property
     def activations(self) -> tuple[float, float]:
@@ -86,8 +88,8 @@ def _measure(sizes: TransformerSizes, repeats: int) -> dict:
 def calibrate(sizes: TransformerSizes, repeats: int = 3) -> Calibration:
     """Measure both constants for `sizes` on one launched rank (its own process, one thread)."""
     found = launch(_measure, 1, backend="gloo", args=(sizes, repeats))[0]
-    params = course_model(sizes).params
-    return Calibration(found["seconds"], sizes.batch * sizes.seq_len, params, found["kept"])
+    per_token = 3 * course_model(sizes).forward_flops_per_token()
+    return Calibration(found["seconds"], sizes.batch * sizes.seq_len, per_token, found["kept"])
 
 
 def planner_model(sizes: TransformerSizes, calibration: Calibration) -> Model:

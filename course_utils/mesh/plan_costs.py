@@ -12,7 +12,8 @@ recomputation keeps 34·s·b·h/t, full recomputation only the block's input 2·
 output layer adds 4·s·b·(h + v)/t. fp32 activations count twice as much. The formula is
 written for a GPT block with a 4h MLP and dropout; for Llama's SwiGLU it is an estimate.
 
-Step time = compute (6·Ψ·tokens per FLOP rate; 8 with full recomputation) + TP's
+Step time = compute (6·Ψ·tokens per FLOP rate, plus attention's 12·layers·seq·hidden per
+token (`Model.forward_flops_per_token`); 8 with full recomputation) + TP's
 collectives + pipeline hand-offs + the bubble + the DP/FSDP traffic that backward cannot
 hide, every collective a ring paying α + n/β per message (`network.fabric`).
 """
@@ -234,7 +235,8 @@ def timed(model: Model, cluster: Cluster, layout: Layout, precision: str) -> Ste
     m, t = layout.microbatches, layout.tp
     shard = model.params / (t * layout.pp)
     tokens = model.seq * layout.micro_batch
-    forward = 2 * shard * tokens / cluster.flops  # one micro-batch on one rank
+    # one micro-batch on one rank
+    forward = model.forward_flops_per_token(t, layout.pp) * tokens / cluster.flops
     backward = 2 * forward + (forward if layout.recompute == "full" else 0.0)
     # TP: 2 all-reduces of b·s·h forward and 2 backward per block (all-gather +
     # reduce-scatter under SP, the same bytes), 2 more when full recomputation reruns it

@@ -5,8 +5,8 @@ and dividing the heads, PP dividing the layers), and for each: a ZeRO stage (DDP
 FSDP), a pipeline schedule, a micro-batch size and an activation recomputation. Each is
 costed by `plan_costs` (memory per rank and predicted step time); those that do not fit
 a GPU's memory are set aside with the reason, the rest sorted by predicted time. On a tie
-(DDP and ZeRO-1 move the same bytes; selective recomputation costs nothing in a 6·Ψ·T
-count) it prefers fewer tricks: less recomputation, a lower ZeRO stage, then less memory.
+(DDP and ZeRO-1 move the same bytes; selective recomputation costs nothing in the
+FLOP count) it prefers fewer tricks: less recomputation, a lower ZeRO stage, then less memory.
 """
 
 from __future__ import annotations

@@ -33,7 +33,16 @@ from .plan_costs import Layout
 from .plan_model import cluster, model
 from .planner import Costed, evaluate, plan
 
-__all__ = ["CASES", "PUBLISHED", "Published", "Row", "comparison", "table"]
+__all__ = [
+    "CASES",
+    "PUBLISHED",
+    "Published",
+    "Row",
+    "comparison",
+    "scored",
+    "scored_table",
+    "table",
+]
 
 CASES = [(m, g) for m in ("llama3-8b", "llama3-70b") for g in (64, 128, 256, 512)]
 DEFAULT_BATCH = 512  # sequences of 8192 (4.2M tokens) where no source gives one: assumed
@@ -58,6 +67,7 @@ class Published:
     global_batch: int
     source: str
     assumed: str = ""
+    measured: tuple[float, float, str] | None = None  # GiB per GPU, tokens/s per GPU, where
 
 
 PUBLISHED = [
@@ -66,7 +76,9 @@ PUBLISHED = [
               "measured on A100, costed here on H100"),
     Published("llama3-8b", 128, "FSDP 128, local batch 2 (global 256), selective AC",
               Layout(128, 1, 1, 3, "none", 1, 2, "selective"), 256, TITAN_H100,
-              "seq 8192 (torchtitan's llama3_8b default); their H100s have 96 GB"),
+              "seq 8192 (torchtitan's llama3_8b default); their H100s have 96 GB; their "
+              "selective AC (per op) counted as Korthikanti's selective recomputation",
+              (67.0, 5605, "Table 3, row FSDP")),
     Published("llama3-70b", 64, "FSDP 8 x TP 8, local batch 8, seq 8192, full AC (64 A100)",
               Layout(8, 8, 1, 3, "none", 1, 8, "full"), 64, TITAN_TOML,
               "a preset for A100, costed here on H100"),
@@ -79,7 +91,8 @@ PUBLISHED = [
               "1F1B, ZeRO-1 and selective AC assumed"),
     Published("llama3-70b", 256, "FSDP 32 x TP 8, local batch 16 (global 512), full AC",
               Layout(32, 8, 1, 3, "none", 1, 16, "full"), 512, TITAN_H100,
-              "seq 8192; Float8 and torch.compile in the source; their H100s have 96 GB"),
+              "seq 8192; Float8 and torch.compile in the source; their H100s have 96 GB",
+              (71.9, 829, "Table 4, row 2D")),
 ]  # fmt: skip
 
 
@@ -161,5 +174,42 @@ def table(rows: list[Row] | None = None) -> str:
         lines.append(
             f"| {r.model} | {r.gpus} | {r.pick} ({r.pick_seconds:.3g}) | {r.published}{source} "
             f"| {agree} | {r.why} |"
+        )
+    return "\n".join(lines)
+
+
+def scored() -> list[dict]:
+    """The planner against what a source measured for a layout it ran: the memory per GPU and
+    tokens per second per GPU, predicted for that layout on the planner's H100 against the
+    source's reading (each source's cluster and software differ: its notes say how)."""
+    rows = []
+    for pub in (p for p in PUBLISHED if p.measured):
+        gib, tokens, where = pub.measured
+        shaped = replace(model(pub.model), global_batch=pub.global_batch)
+        costed = evaluate(shaped, cluster(f"{pub.gpus // 8}x8:h100"), pub.layout)
+        predicted = shaped.global_batch * shaped.seq / (pub.gpus * costed.time.total)
+        rows.append({
+            "layout": f"{pub.model} {pub.layout.name}", "where": where, "source": pub.source,
+            "measured_gb": gib * 2**30 / 1e9, "predicted_gb": costed.memory.total / 1e9,
+            "measured_tokens": tokens, "predicted_tokens": predicted, "notes": pub.assumed,
+        })  # fmt: skip
+    return rows
+
+
+def scored_table(rows: list[dict] | None = None) -> str:
+    """`scored` as a Markdown table, each prediction as a share of the measured figure."""
+    rows = scored() if rows is None else rows
+    lines = [
+        "| layout | memory per GPU: measured, planner | tokens/s per GPU: measured, planner "
+        "| measured in |",
+        "|---|---|---|---|",
+    ]
+    for r in rows:
+        memory = r["predicted_gb"] / r["measured_gb"] - 1
+        speed = r["predicted_tokens"] / r["measured_tokens"] - 1
+        lines.append(
+            f"| {r['layout']} | {r['measured_gb']:.1f} GB, {r['predicted_gb']:.1f} GB "
+            f"({memory:+.0%}) | {r['measured_tokens']:,.0f}, {r['predicted_tokens']:,.0f} "
+            f"({speed:+.0%}) | [{r['where']}]({r['source']}); {r['notes']} |"
         )
     return "\n".join(lines)

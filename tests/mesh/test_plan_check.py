@@ -129,3 +129,12 @@ def test_a_layout_runs_as_the_planner_sees_it():
     planned = layout.planned(global_batch=32)
     assert (planned.dp, planned.tp, planned.pp, planned.micro_batch) == (2, 2, 2, 4)
     assert planned.schedule == "gpipe" and MeshLayout(8, 1, 1).planned(32).schedule == "none"
+
+
+def test_the_lines_say_how_many_layouts_the_picks_tolerance_admits():
+    rows = _rows([1.0, 1.05, 1.2, 2.0], [1.0, 1.1, 1.3, 2.1])
+    check = PlannerCheck(plan_check.LINK, "l0", rows, targets(rows, "l0"), 8)
+    assert plan_check.target_lines(check)[-1] == (
+        "layouts within 10% of the fastest measured: 2 of 4 (l0, l1), any of which would pass "
+        "the pick's verdict"
+    )

@@ -161,3 +161,13 @@ def test_the_node_slider_offers_only_the_counts_the_planner_can_plan(monkeypatch
     assert list(controls["nodes"].options) == [1, 2, 4] and controls["nodes"].value == 4
     assert "course on 4x8" in fig._suptitle.get_text()
     matplotlib.pyplot.close(fig)
+
+
+def test_attention_adds_to_six_flops_per_parameter_what_the_docstring_says():
+    for name, share in (("llama3-8b", 0.27), ("llama3-70b", 0.15)):
+        m = model(name)
+        assert 3 * m.forward_flops_per_token() / (6 * m.params) - 1 == pytest.approx(
+            share, abs=0.01
+        )
+    m = model("llama3-8b")
+    assert m.forward_flops_per_token(tp=2, pp=4) == pytest.approx(m.forward_flops_per_token() / 8)

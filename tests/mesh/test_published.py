@@ -42,3 +42,16 @@ def test_table_has_a_line_per_row(rows):
     text = table(rows)
     assert text.count("\n") == len(rows) + 1
     assert "| llama3-70b | 256 |" in text
+
+
+def test_each_measured_layout_is_scored_against_its_reading():
+    from course_utils.mesh.published import PUBLISHED, scored, scored_table
+
+    rows = scored()
+    assert len(rows) == sum(p.measured is not None for p in PUBLISHED) == 2
+    eight = next(r for r in rows if r["layout"].startswith("llama3-8b"))
+    assert eight["measured_gb"] == pytest.approx(67.0 * 2**30 / 1e9)  # 67.0 GiB, Table 3
+    assert eight["measured_tokens"] == 5605 and eight["where"] == "Table 3, row FSDP"
+    assert all(r["predicted_gb"] > 0 and r["predicted_tokens"] > 0 for r in rows)
+    table = scored_table(rows)
+    assert table.count("\n") == 1 + len(rows) and "Table 4, row 2D" in table
