@@ -21,6 +21,17 @@ __all__ = [
 
 _OURS = [*ALGORITHMS, *POWER_OF_TWO]
 _NAMES = {**{name: name.replace("_", " ") for name in _OURS}, "builtin": "dist.all_reduce"}
+# dist.all_reduce is the yardstick: drawn grey and dotted, beneath the algorithms, so that the
+# ring it runs close to stays visible on top; a model is a pale band under its data
+BUILTIN = {"color": "0.45", "ls": ":", "marker": "x", "lw": 1.5, "zorder": 1}
+MODEL_BAND = {"ls": "-", "lw": 5, "alpha": 0.25, "zorder": 0}
+
+
+def _style(name: str, colour) -> dict:
+    """How one algorithm's measured line is drawn: on top, or the built-in's yardstick."""
+    if name == "builtin":
+        return BUILTIN
+    return {"color": colour, "ls": "-", "marker": "o", "lw": 1, "zorder": 3}
 
 
 def _label(name: str) -> str:
@@ -174,7 +185,7 @@ def bytes_per_rank_bars(table: dict, floor: dict):
 
 
 def allreduce_timings(nbytes: list, measured: dict, predicted: dict, subtitle: str = ""):
-    """Measured allreduce times (markers) with the alpha-beta predictions (dashed) over them.
+    """Measured allreduce times (markers) over the alpha-beta predictions (pale bands).
 
     `measured`: {world_size: {algorithm: [seconds per size]}}, `predicted` likewise; one
     panel per world size given. The title says who wins at each end, from the data.
@@ -183,14 +194,14 @@ def allreduce_timings(nbytes: list, measured: dict, predicted: dict, subtitle: s
     fig, axes = new_figure(len(worlds), width=4.4, height=3.8)
     for ax, world in zip(axes, worlds, strict=True):
         for i, (name, times) in enumerate(measured[world].items()):
-            colour = PALETTE[i] if name != "builtin" else "black"
-            ax.loglog(nbytes, times, "o-", color=colour, ms=4, lw=1, label=_label(name))
+            style = _style(name, PALETTE[i])
+            ax.loglog(nbytes, times, ms=4, label=_label(name), **style)
             if name in predicted.get(world, {}):
-                ax.loglog(nbytes, predicted[world][name], "--", color=colour, lw=1)
+                ax.loglog(nbytes, predicted[world][name], color=style["color"], **MODEL_BAND)
         ax.set_title(f"N = {world} ranks", fontsize=10)
         ax.set_xlabel("message size (bytes)")
     axes[0].set_ylabel("time per allreduce (s)")
-    axes[-1].plot([], [], "k--", lw=1, label="model (dashed)")
+    axes[-1].plot([], [], color="0.5", label="model (pale band)", **MODEL_BAND)
     legend_outside(axes[-1])
     ours = {k: v for k, v in measured[worlds[-1]].items() if k in _OURS}
     first, last = (min(ours, key=lambda k, i=i: ours[k][i]) for i in (0, -1))

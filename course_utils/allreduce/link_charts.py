@@ -9,7 +9,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 
 from ..core.style import PALETTE, new_figure
-from .charts import _label, legend_outside
+from .charts import _label, _style, legend_outside
 from .simulator_check import medians, ratios
 from .verdicts import bus_bandwidth, growth
 
@@ -22,8 +22,8 @@ def _growth_axes(ax, by_n: dict, index: int) -> dict:
     grown = {}
     for i, name in enumerate(by_n[worlds[0]]):
         times = {n: by_n[n][name][index] for n in worlds}
-        colour = "black" if name == "builtin" else PALETTE[i]
-        ax.semilogy(worlds, [times[n] for n in worlds], "o-", color=colour, label=_label(name))
+        style = _style(name, PALETTE[i])
+        ax.semilogy(worlds, [times[n] for n in worlds], label=_label(name), **style)
         grown[name] = growth(times)
     ax.set_xlabel("ranks N")
     ax.set_xticks(worlds)

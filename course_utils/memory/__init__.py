@@ -13,7 +13,7 @@ calculator (`calculator`) and the exercise's checker (`exercises`).
 
 from . import charts, formulas, reference, verdicts
 from .anatomy import SavedBytes, autocast_anatomy, rank_anatomy
-from .calculator import memory_calculator, per_rank_bytes
+from .calculator import Transformer, memory_calculator, per_rank_bytes
 from .charts import (
     anatomy_bars,
     checkpoint_curve,
@@ -36,6 +36,7 @@ __all__ = [
     "MOMENTUM",
     "STAGES",
     "SavedBytes",
+    "Transformer",
     "accounting",
     "anatomy_bars",
     "autocast_anatomy",

@@ -2,11 +2,15 @@
 
 `per_rank_bytes` is the formula (`formulas.model_state_bytes`) plus the activations,
 which checkpointing shrinks by the share the notebook measured. `memory_calculator` shows it
-with sliders: with ipympl the picture redraws as they move, and the stored output keeps a
-PNG of the first view for the web and nbval; without ipympl it shows that picture alone.
+for a transformer with sliders, its activations from the batch, sequence, width and layers
+(`formulas.block_activation_bytes`), against one GPU's memory: with ipympl the picture
+redraws as they move, and the stored output keeps a PNG of the first view for the web and
+nbval; without ipympl it shows that picture alone.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass, replace
 
 import matplotlib
 import matplotlib.pyplot as plt
@@ -14,10 +18,16 @@ from matplotlib._pylab_helpers import Gcf
 
 from ..core.widgets import draw, show_controls
 from . import charts
-from .formulas import PRECISIONS, model_state_bytes, per_parameter, working_set_bytes
+from .formulas import (
+    PRECISIONS,
+    block_activation_bytes,
+    model_state_bytes,
+    per_parameter,
+    working_set_bytes,
+)
 from .zero import STAGES
 
-__all__ = ["memory_calculator", "per_rank_bytes"]
+__all__ = ["Transformer", "memory_calculator", "per_rank_bytes"]
 
 
 def per_rank_bytes(
@@ -47,38 +57,60 @@ def per_rank_bytes(
     return parts
 
 
-def _picture(params, ranks, stage, precision, activations, checkpointing, kept, ax=None):
-    by_stage = {
-        s: per_rank_bytes(params, ranks, s, precision, activations, checkpointing, kept)
-        for s in STAGES
-    }
+@dataclass(frozen=True)
+class Transformer:
+    """What the calculator asks of a model: its size, and the shape its activations follow.
+    The defaults are a Llama-2-7B-like model (32 blocks of width 4096, 32 heads) on one
+    sequence of 2,048 tokens per rank."""
+
+    params: float = 7e9
+    layers: int = 32
+    hidden: int = 4096
+    heads: int = 32
+    seq: int = 2048
+    batch: int = 1
+
+    def activation_bytes(self, checkpointing: bool) -> float:
+        """One rank's activations, every block by Korthikanti et al.'s count (16-bit);
+        checkpointing every block keeps only its input."""
+        recompute = "full" if checkpointing else "none"
+        args = (self.seq, self.batch, self.hidden, self.heads, recompute)
+        return self.layers * block_activation_bytes(*args)
+
+
+def _picture(model: Transformer, ranks, stage, precision, checkpointing, gpu_gb, ax=None):
+    activations = model.activation_bytes(checkpointing)
+    by_stage = {s: per_rank_bytes(model.params, ranks, s, precision, activations) for s in STAGES}
     total = sum(by_stage[stage].values()) / 1e9
-    title = f"{params:.3g} parameters, {ranks} ranks, {precision}: {total:.3g} GB per rank"
-    return charts.state_by_stage(by_stage, chosen=stage, ax=ax, title=title)
+    title = (
+        f"{model.params:.3g} parameters, {ranks} ranks, {precision}, {model.batch} x "
+        f"{model.seq} tokens: {total:.3g} GB per rank"
+    )
+    return charts.state_by_stage(by_stage, chosen=stage, ax=ax, title=title, limit_gb=gpu_gb)
 
 
 def memory_calculator(
-    params: float = 7e9,
+    model: Transformer | None = None,
     ranks: int = 8,
     stage: int = 3,
     precision: str = "mixed",
-    activations_gb: float = 20.0,
     checkpointing: bool = False,
-    kept: float = 0.2,
+    gpu_gb: float = 80.0,
 ):
-    """Sliders for the model and the setup, and the bytes per rank at every stage."""
+    """Sliders for the model, its batch and the setup; the bytes per rank at every stage
+    against one GPU's memory (`gpu_gb`, drawn as a line)."""
     from IPython.display import display
 
-    args = (params, ranks, stage, precision, activations_gb * 1e9, checkpointing, kept)
+    model = model or Transformer()
     if "ipympl" not in matplotlib.get_backend() and "widget" not in matplotlib.get_backend():
-        display(_picture(*args))
+        display(_picture(model, ranks, stage, precision, checkpointing, gpu_gb))
         return None
     import ipywidgets as w
 
     controls = {
         # a step of 0.001 in the exponent: 7e9 stays 7.00e9 (the default 0.2 snaps it to 6.31e9)
         "params": w.FloatLogSlider(
-            value=params,
+            value=model.params,
             base=10,
             min=6,
             max=12,
@@ -89,20 +121,29 @@ def memory_calculator(
         "ranks": w.IntSlider(value=ranks, min=1, max=1024, description="ranks"),
         "stage": w.IntSlider(value=stage, min=0, max=3, description="ZeRO stage"),
         "precision": w.Dropdown(options=list(PRECISIONS), value=precision, description="precision"),
-        "activations": w.FloatSlider(value=activations_gb, min=0, max=200, description="act. GB"),
+        "batch": w.IntSlider(value=model.batch, min=1, max=64, description="batch/rank"),
+        "seq": w.Dropdown(
+            options=[512, 1024, 2048, 4096, 8192], value=model.seq, description="sequence"
+        ),
+        "layers": w.IntSlider(value=model.layers, min=1, max=128, description="layers"),
+        "hidden": w.Dropdown(
+            options=[1024, 2048, 4096, 8192, 16384], value=model.hidden, description="width"
+        ),
         "checkpointing": w.Checkbox(value=checkpointing, description="checkpointing"),
     }
     with plt.ioff():
-        fig = plt.figure(figsize=(6.0, 3.8))
+        fig = plt.figure(figsize=(6.5, 3.8))
     fig.canvas.header_visible = False
     Gcf.figs.pop(fig.number, None)  # ours alone: a later inline cell must not show it again
 
     def redraw(*_):
         fig.clear()
         c = {k: v.value for k, v in controls.items()}
+        shape = {k: c[k] for k in ("params", "layers", "hidden", "batch", "seq")}
+        chosen = replace(model, **shape)
         _picture(
-            c["params"], c["ranks"], c["stage"], c["precision"],
-            c["activations"] * 1e9, c["checkpointing"], kept, ax=fig.add_subplot(),
+            chosen, c["ranks"], c["stage"], c["precision"], c["checkpointing"], gpu_gb,
+            ax=fig.add_subplot(),
         )  # fmt: skip
         draw(fig)
 

@@ -215,18 +215,27 @@ def checkpoint_curve(rows: list[dict]):
     return _shown_once(fig)
 
 
-def state_by_stage(parts_by_stage: dict, chosen: int | None = None, ax=None, title: str = ""):
-    """The calculator's picture: bytes per rank at each ZeRO stage, stacked, in GB."""
+def state_by_stage(
+    parts_by_stage: dict, chosen: int | None = None, ax=None, title: str = "", limit_gb=None
+):
+    """The calculator's picture: bytes per rank at each ZeRO stage, stacked, in GB, under
+    one GPU's memory (`limit_gb`, a line) when given; the legend names only what is drawn."""
     own = ax is None
     if own:
-        fig, (ax,) = new_figure(width=5.5)
+        fig, (ax,) = new_figure(width=6.0)
+    drawn = {k: v for k, v in next(iter(parts_by_stage.values())).items() if v}
     for stage, parts in parts_by_stage.items():
-        _stack(ax, stage, {k: v / 1e3 for k, v in parts.items()}, labels=stage == 0)
+        _stack(ax, stage, {k: v / 1e3 for k, v in parts.items() if k in drawn}, labels=stage == 0)
         if stage == chosen:
             total = sum(parts.values()) / 1e9
             ax.annotate("chosen", (stage, total), ha="center", va="bottom", fontsize=8)
+    tallest = max(sum(p.values()) for p in parts_by_stage.values()) / 1e9
+    if limit_gb:
+        ax.axhline(limit_gb, color="black", ls="--", lw=1, label=f"one GPU ({limit_gb:g} GB)")
+    ax.set_ylim(0, 1.12 * max(tallest, limit_gb or 0))  # the tallest bar and its label fit
     ax.set_xticks(list(parts_by_stage), ["DDP" if s == 0 else f"ZeRO-{s}" for s in parts_by_stage])
     ax.set_ylabel("GB per rank")
-    ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=8)
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    ax.figure.tight_layout()  # the legend beside the bars stays inside the figure
     return _shown_once(ax.figure) if own else ax.figure

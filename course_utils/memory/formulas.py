@@ -15,6 +15,7 @@ __all__ = [
     "PRECISIONS",
     "accounting",
     "adam_temporaries",
+    "block_activation_bytes",
     "comm_multiple",
     "layout_pairs",
     "model_state_bytes",
@@ -135,3 +136,15 @@ def layout_pairs(rows: list[dict], precision: str) -> list[tuple[float, float]]:
         for row in rows
         for key, want in zip(("params", "grads", "optimizer"), PRECISIONS[precision], strict=True)
     ]
+
+
+def block_activation_bytes(
+    seq: int, batch: int, hidden: int, heads: int, recompute: str = "none", tp: int = 1
+) -> float:
+    """Bytes of 16-bit activations one transformer block keeps for its backward
+    (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
+    Models", eq. 1-2, Table 2): s·b·h·(34 + 5·a·s/h) without recomputation; selective
+    recomputation of attention keeps 34·s·b·h, full recomputation only the block's input,
+    2·s·b·h; all divided by t under tensor and sequence parallelism."""
+    per_token = {"none": 34 + 5 * heads * seq / hidden, "selective": 34, "full": 2}[recompute]
+    return seq * batch * hidden * per_token / tp

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from ..memory.formulas import block_activation_bytes as korthikanti
 from ..memory.formulas import model_state_bytes, per_parameter, working_set_bytes
 from ..model_parallel.schedules import bubble_formula
 from ..model_parallel.virtual_schedules import handoffs_per_step, interleaved_bubble_formula
@@ -143,8 +144,8 @@ def block_activation_bytes(model: Model, layout: Layout, precision: str) -> floa
     if model.activations and layout.recompute == "none":
         whole, split = model.activations
         return s * b * h * (whole + split / t)
-    per_token = {"none": 34 + 5 * a * s / h, "selective": 34, "full": 2}[layout.recompute]
-    return s * b * h * per_token / t * ACTIVATION_BYTES[precision_key(precision)] / 2
+    bf16 = korthikanti(s, b, h, a, layout.recompute, t)  # bytes of 16-bit values
+    return bf16 * ACTIVATION_BYTES[precision_key(precision)] / 2
 
 
 def layers_in_flight(model: Model, layout: Layout) -> float:

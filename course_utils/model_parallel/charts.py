@@ -207,7 +207,7 @@ def activations_held(peak_bytes: dict[str, tuple[int, ...]], peak_counts: dict, 
         f"with {a}\n(mb: micro-batches held at that moment)",
         fontsize=9,
     )
-    ax.legend()
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)  # off the bars
     fig.tight_layout()
     plt.close(fig)  # shown once, as the cell's result
     return fig

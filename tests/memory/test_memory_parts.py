@@ -3,6 +3,7 @@ phases against torch's collectives, FSDP2 against ZeRO-3, precision and checkpoi
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.distributed as dist
 from recorded_bars import record_bars
@@ -201,8 +202,30 @@ def test_calculator_is_the_formula_plus_activations():
 def test_calculator_shows_a_static_picture_without_ipympl(monkeypatch):
     shown = []
     monkeypatch.setattr("IPython.display.display", lambda *a: shown.extend(a))
-    assert calculator.memory_calculator(params=1e8, ranks=4) is None
+    assert calculator.memory_calculator(calculator.Transformer(params=1e8), ranks=4) is None
     assert shown and hasattr(shown[0], "savefig")
+
+
+def test_the_calculators_activations_follow_the_transformers_shape():
+    model = calculator.Transformer()  # 32 blocks of 4096, 32 heads, 1 x 2048 tokens
+    per_block = 2048 * 4096 * (34 + 5 * 32 * 2048 / 4096)  # Korthikanti et al., eq. 1
+    assert model.activation_bytes(checkpointing=False) == pytest.approx(32 * per_block)
+    assert model.activation_bytes(checkpointing=True) == pytest.approx(32 * 2 * 2048 * 4096)
+    twice = calculator.Transformer(batch=2).activation_bytes(False)
+    assert twice == pytest.approx(2 * model.activation_bytes(False))
+
+
+def test_the_calculators_picture_fits_its_bars_and_draws_the_gpu():
+    fig = calculator._picture(calculator.Transformer(), 8, 3, "mixed", False, 80.0)
+    (ax,) = fig.axes
+    ddp = calculator.per_rank_bytes(
+        7e9, 8, 0, "mixed", calculator.Transformer().activation_bytes(False)
+    )
+    assert ax.get_ylim()[1] > sum(ddp.values()) / 1e9 and 80.0 in [
+        line.get_ydata()[0] for line in ax.lines
+    ]
+    labels = ax.get_legend_handles_labels()[1]
+    assert "one GPU (80 GB)" in labels and not any("working set" in t for t in labels)
 
 
 def test_the_calculators_parameter_slider_keeps_the_texts_7e9(monkeypatch):
@@ -219,7 +242,7 @@ def test_the_calculators_parameter_slider_keeps_the_texts_7e9(monkeypatch):
     monkeypatch.setattr(w, "FloatLogSlider", recording)
     monkeypatch.setattr("matplotlib.get_backend", lambda: "module://ipympl.backend_nbagg")
     monkeypatch.setattr("IPython.display.display", lambda *a: None)
-    calculator.memory_calculator(params=7e9)
+    calculator.memory_calculator(calculator.Transformer(params=7e9))
     (params,) = made
     closest = 10 ** (round((9.845098 - params.min) / params.step) * params.step + params.min)
     assert abs(closest / 7e9 - 1) < 1e-3 and params.readout_format == ".3g"
