@@ -1,6 +1,6 @@
 """`python -m course_utils bench mesh`: the planner checked against runs of its layouts.
 
-Eight layouts of one transformer on 8 gloo ranks, each run with `mesh3d` on the
+Seven layouts of one transformer on 8 gloo ranks, each run with `mesh3d` on the
 simulated clock and predicted by the planner (`plan_check`). Targets (design.md): the
 pick within 10% of the fastest measured; Spearman's rho of predicted vs measured time at
 least 0.8; every predicted peak within 10% of the measured one; the layouts spanning at

@@ -135,6 +135,6 @@ def test_the_lines_say_how_many_layouts_the_picks_tolerance_admits():
     rows = _rows([1.0, 1.05, 1.2, 2.0], [1.0, 1.1, 1.3, 2.1])
     check = PlannerCheck(plan_check.LINK, "l0", rows, targets(rows, "l0"), 8)
     assert plan_check.target_lines(check)[-1] == (
-        "layouts within 10% of the fastest measured: 2 of 4 (l0, l1), any of which would pass "
-        "the pick's verdict"
+        "layouts within 10% of the fastest measured: 2 of 4 (l0, l1): the pick's verdict passes "
+        "a pick among them"
     )
