@@ -106,16 +106,22 @@ def bubble_matches(
 
 @timing_claim("named by its rows", "schedule", _BUBBLE_FAILS)
 def bubble_explained_by_stage_times(
-    rows: list[dict], tolerance: float = 0.15, machine: MachineShare | None = None
+    rows: list[dict], margin: float = 0.05, machine: MachineShare | None = None
 ) -> Verdict:
-    """Every measured bubble within `tolerance` of the schedule played out with every op's own
-    measured time and the measured hand-off (`from_stages_and_link`). What it checks is the
-    pipeline code's schedule: a stage that waits where GPipe's order does not (results
-    passed on late, a receive posted only when it is needed) is measured above it."""
+    """Every measured bubble within `margin` (a share of the step) of the schedule played
+    out with every op's own measured time and the median measured hand-off
+    (`from_stages_and_link`). What it checks is the pipeline code's schedule: a stage that
+    waits where GPipe's order does not (results passed on late, a receive posted only when
+    it is needed) is measured above it, by 0.48 of the step for the naive pipeline at K = 4,
+    M = 8. `margin` is a share of the step, not of the bubble, because the noise is a
+    hand-off the machine delayed, and there are 2M of them: on the real clock at K = 2 the
+    play-out came within 0.021 of the measured bubble at every M in twelve runs
+    (2026-11-28; at M = 8, where the bubble is 0.14, up to 0.017), and a relative 15%
+    (0.021 at M = 8) failed once under nbval; 0.05 is over twice the largest seen."""
     return verdict(
-        all(abs(r["measured"] / r["from_stages_and_link"] - 1) <= tolerance for r in rows),
+        all(abs(r["measured"] - r["from_stages_and_link"]) <= margin for r in rows),
         f"{_clock(rows)} clock: the schedule played out with the measured op and hand-off "
-        f"times predicts the measured bubble within {tolerance:.0%} for every M",
+        f"times predicts the measured bubble within {margin:.2f} of the step for every M",
         machine,
     )
 
