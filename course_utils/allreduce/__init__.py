@@ -10,7 +10,15 @@ power-of-two number of ranks and is checked on its sums, rounds and bytes.
 """
 
 from ..network import wire as link
-from . import charts, cost_model, exercises, simulator_check, verdicts
+from . import (
+    charts,
+    cost_model,
+    counted_verdicts,
+    exercises,
+    simulator_check,
+    verdicts,
+    walkthrough_verdicts,
+)
 from .algorithms import ALGORITHMS
 from .charts import (
     allreduce_round,
@@ -38,6 +46,7 @@ __all__ = [
     "check_tree",
     "compare_with_builtin",
     "cost_model",
+    "counted_verdicts",
     "exercises",
     "link",
     "link_dial",
@@ -50,4 +59,5 @@ __all__ = [
     "time_allreduce",
     "traced_run",
     "verdicts",
+    "walkthrough_verdicts",
 ]

@@ -51,3 +51,17 @@ def stride_two_ring(t):
             request.wait()
     t.view(-1)[:] = padded[: t.numel()]
     return t
+
+
+def whole_tensor_ring(t):
+    """The right sum, but each rank's whole tensor passed on around the ring: N - 1 rounds
+    of the entire message where the ring sends chunks."""
+    rank, n = dist.get_rank(), dist.get_world_size()
+    passing = t.clone()
+    for _ in range(n - 1):
+        incoming = torch.empty_like(t)
+        for request in [dist.isend(passing, (rank + 1) % n), dist.irecv(incoming, (rank - 1) % n)]:
+            request.wait()
+        t += incoming
+        passing = incoming
+    return t
