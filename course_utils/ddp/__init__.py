@@ -9,7 +9,7 @@ batch, lr scaling). `cost`: where a DDP step's time goes and what cuts the commu
 """
 
 from ..network import wire as link
-from . import charts, exercises, scaling, scaling_charts, trace, verdicts
+from . import charts, exercises, replica_verdicts, scaling, scaling_charts, trace, verdicts
 from .charts import (
     accuracy_vs_effective_batch,
     backward_overlap,
@@ -52,6 +52,7 @@ __all__ = [
     "scaling",
     "scaling_charts",
     "trace",
+    "replica_verdicts",
     "run_equivalence",
     "split_global_batch",
     "link",
