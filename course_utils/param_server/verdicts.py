@@ -1,7 +1,9 @@
-"""The notebook's claims about traffic and learning rates, as verdicts that can fail.
+"""Notebook 07's claims as verdicts that can fail: what the runs agree on, how stale their
+gradients are, what a straggler and a killed worker do, traffic and learning rates.
 
 Each compares measured numbers with a stated threshold and prints one line; the tests
-feed each one a case where the effect is absent.
+feed each one a case where the effect is absent, most of them a run of
+`runs.run_parameter_server` without it (no straggler, no kill, the other mode).
 """
 
 from __future__ import annotations
@@ -9,10 +11,96 @@ from __future__ import annotations
 from ..core.checks import Verdict, verdict
 
 __all__ = [
+    "async_about_workers_minus_one_stale",
     "async_breaks_at_sync_rate",
     "async_needs_smaller_lr",
+    "async_survives_a_lost_worker",
     "server_grows_ring_levels_off",
+    "straggler_far_staler",
+    "straggler_slows_sync",
+    "sync_agrees_with_one_process",
+    "sync_names_the_lost_worker",
+    "sync_never_stale",
 ]
+
+# fp32: the three sum the same gradients in other orders, which moves the weights by
+# rounding alone; an asynchronous server's stale gradients move them by 1e-3 and more
+AGREEMENT = 1e-5
+
+
+def sync_agrees_with_one_process(gap_ring: float, gap_serial: float) -> Verdict:
+    """A synchronous server's weights within `AGREEMENT` of an allreduce's and of one
+    process's with the joined batch (`gap_*`: the largest difference of a weight)."""
+    return verdict(
+        gap_ring < AGREEMENT and gap_serial < AGREEMENT,
+        "a synchronous server, an allreduce and one process with the joined batch agree",
+    )
+
+
+def sync_never_stale(*runs) -> Verdict:
+    """Every gradient each synchronous run applied was computed on the weights it updated."""
+    return verdict(
+        all(s == 0 for run in runs for s in run.staleness),
+        "a synchronous server never applies a stale gradient",
+    )
+
+
+def async_about_workers_minus_one_stale(run, workers: int, slack: float = 0.5) -> Verdict:
+    """With equal workers, each of the others' gradients lands between one worker's pull and
+    its push: a mean staleness of workers - 1, within `slack` (half an update: the order in
+    which equal workers arrive varies)."""
+    mean = sum(run.staleness) / len(run.staleness)
+    return verdict(
+        abs(mean - (workers - 1)) < slack,
+        "with equal asynchronous workers a gradient is about workers - 1 updates stale",
+    )
+
+
+def _median(xs) -> float:
+    """The lower of the two middle values for an even count, as `torch.median` takes."""
+    ordered = sorted(xs)
+    return ordered[(len(ordered) - 1) // 2]
+
+
+def straggler_far_staler(run, straggler: int, workers: int, factor: float = 3.0) -> Verdict:
+    """The straggler's median staleness at least `factor` x the fast workers' (and x 1):
+    while it computes one gradient, the others push several."""
+    fast = [s for w in range(1, workers + 1) if w != straggler for s in run.staleness_of(w)]
+    return verdict(
+        _median(run.staleness_of(straggler)) >= factor * max(_median(fast), 1),
+        "the straggler's gradients are far staler than the fast workers'",
+    )
+
+
+def straggler_slows_sync(sync_run, async_run, factor: float = 2.0) -> Verdict:
+    """The synchronous run with a straggler takes over `factor` x the asynchronous one's
+    time for the same gradients: each of its updates waits for the slowest worker."""
+    return verdict(
+        sync_run.seconds > factor * async_run.seconds,
+        "with a straggler, the synchronous server takes more than twice as long",
+    )
+
+
+def async_survives_a_lost_worker(run, updates: int, killed: int, drop: float = 0.3) -> Verdict:
+    """The asynchronous run applied all `updates`, its test loss fell by more than `drop`,
+    and its server named the killed worker as lost, and no other."""
+    return verdict(
+        run.updates == updates and run.final_loss < run.loss[0] - drop
+        and set(run.lost) == {killed},
+        "asynchronous training applied every update and kept learning without the dead "
+        "worker, which its server named, and only it",
+    )  # fmt: skip
+
+
+def sync_names_the_lost_worker(error, cfg, killed: int) -> Verdict:
+    """`error`, what the synchronous run raised (None: it finished), is a WorkerLost for the
+    killed worker's rank, and names the worker."""
+    return verdict(
+        error is not None
+        and error.rank == cfg.rank_of(killed)
+        and f"worker {killed}" in str(error),
+        "the synchronous server raised param_server.WorkerLost naming the killed worker",
+    )
 
 
 def server_grows_ring_levels_off(

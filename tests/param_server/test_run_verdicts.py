@@ -1,0 +1,78 @@
+"""07's verdicts on the server's runs, fed runs as the notebook makes them: each passes on
+the run that shows its effect and prints ✗ on one without it (the other mode, no
+straggler, no kill). Small runs: 16 hidden units, batches of 16, a few dozen updates."""
+
+from __future__ import annotations
+
+import pytest
+
+from course_utils.core import data
+from course_utils.param_server import verdicts
+from course_utils.param_server.runs import allreduce_training, run_parameter_server, serial_twin
+from course_utils.param_server.server import ServerConfig, WorkerLost
+
+SMALL = {"hidden": 16, "batch_size": 16, "worker_timeout": 2.0, "timeout": 30.0}
+STRAGGLER = (0.0, 0.0, 0.1)
+
+
+@pytest.fixture(scope="module")
+def mnist():
+    return data.mnist1d()
+
+
+def _run(mnist, mode, updates, **extra):
+    return run_parameter_server(
+        ServerConfig(mode=mode, workers=3, updates=updates, **SMALL, **extra), mnist
+    )
+
+
+def _gaps(cfg, run, mnist):
+    ring = max(
+        (r["params"] - run.params).abs().max().item() for r in allreduce_training(cfg, mnist)
+    )
+    return ring, (serial_twin(cfg, mnist) - run.params).abs().max().item()
+
+
+def test_only_a_synchronous_server_agrees_with_one_process(mnist, capsys):
+    for mode, agrees in (("sync", True), ("async", False)):
+        cfg = ServerConfig(mode=mode, workers=3, updates=15, **SMALL)
+        run = run_parameter_server(cfg, mnist)
+        assert bool(verdicts.sync_agrees_with_one_process(*_gaps(cfg, run, mnist))) is agrees
+    assert "✗ a synchronous server, an allreduce and one process" in capsys.readouterr().out
+
+
+def test_staleness_verdicts_fail_on_the_other_mode_and_without_a_straggler(mnist, capsys):
+    sync, equal = _run(mnist, "sync", 10), _run(mnist, "async", 60)
+    assert verdicts.sync_never_stale(sync) and not verdicts.sync_never_stale(equal)
+    assert verdicts.async_about_workers_minus_one_stale(equal, 3)
+    assert not verdicts.async_about_workers_minus_one_stale(sync, 3)
+    straggling = _run(mnist, "async", 60, delays=STRAGGLER)
+    assert verdicts.straggler_far_staler(straggling, 3, 3)
+    assert not verdicts.straggler_far_staler(equal, 3, 3)
+    out = capsys.readouterr().out
+    assert "✗ a synchronous server never" in out and "✗ with equal asynchronous" in out
+    assert "✗ the straggler's gradients" in out
+
+
+def test_a_straggler_slows_the_synchronous_server_only_when_there_is_one(mnist, capsys):
+    slow_sync = _run(mnist, "sync", 10, delays=STRAGGLER)
+    slow_async = _run(mnist, "async", 30, delays=STRAGGLER)
+    assert verdicts.straggler_slows_sync(slow_sync, slow_async)
+    assert not verdicts.straggler_slows_sync(_run(mnist, "sync", 10), _run(mnist, "async", 30))
+    assert "✗ with a straggler, the synchronous server" in capsys.readouterr().out
+
+
+def test_the_kill_verdicts_fail_when_no_worker_was_killed(mnist, capsys):
+    kill = {"kill_worker": 2, "kill_after": 5}
+    # 150 updates: enough for the test loss to fall by more than the verdict's 0.3 (by 0.46)
+    assert verdicts.async_survives_a_lost_worker(_run(mnist, "async", 150, **kill), 150, 2)
+    assert not verdicts.async_survives_a_lost_worker(_run(mnist, "async", 150), 150, 2)
+    cfg = ServerConfig(mode="sync", workers=3, updates=30, **SMALL, **kill)
+    with pytest.raises(WorkerLost) as caught:
+        run_parameter_server(cfg, mnist)
+    assert verdicts.sync_names_the_lost_worker(caught.value, cfg, 2)
+    assert not verdicts.sync_names_the_lost_worker(None, cfg, 2)  # it finished
+    assert not verdicts.sync_names_the_lost_worker(caught.value, cfg, 3)  # another worker
+    out = capsys.readouterr().out
+    assert "✗ asynchronous training applied every update" in out
+    assert out.count("✗ the synchronous server raised") == 2
