@@ -74,7 +74,9 @@ def test_busbw_rows_follow_nccl_tests_formula_on_a_fake_clock(monkeypatch):
     faked = bench.run(_args("--busbw", "--link", "real", "--world-size", "3", "--repeats", "2"))
     assert [r["seconds"] for r in faked["rows"]] == [1e-3, 2e-3] * 2
     for row in faked["rows"]:  # nccl-tests: busbw = algbw * 2(N-1)/N, on the fake clock
-        assert abs(row["busbw_mb_s"] - row["algbw_mb_s"] * 4 / 3) <= 0.02
+        algbw = row["bytes"] / row["seconds"] / 1e6  # the fake 1 ms or 2 ms, asserted above
+        assert row["algbw_mb_s"] == round(algbw, 2)
+        assert abs(row["busbw_mb_s"] - algbw * 4 / 3) <= 0.02
 
 
 def test_link_auto_runs_real_where_the_sweep_fits_the_cores_and_simulated_otherwise(monkeypatch):
