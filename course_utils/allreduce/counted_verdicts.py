@@ -15,6 +15,7 @@ import torch
 
 from ..core.checks import Verdict, verdict
 from . import cost_model
+from .walkthrough_verdicts import after_round
 
 __all__ = [
     "after_halving", "busiest_share", "counted_as_formulas", "equal_builtin", "floor",
@@ -25,7 +26,7 @@ __all__ = [
 def floor(n: int) -> float:
     """What any all-reduce's busiest rank sends, as a share of the message: 2(N-1)/N (its
     data has to leave it, and the sum has to arrive)."""
-    return 2 * (n - 1) / n
+    return cost_model.bandwidth_floor_bytes(n, 1)
 
 
 def matches_formula(row: dict) -> bool:
@@ -94,7 +95,7 @@ def counted_as_formulas(rows: list[dict]) -> Verdict:
 def after_halving(traced: list) -> list[list]:
     """Each rank's tensor halfway through a traced run: after the halving rounds of
     halving-doubling (`runs.traced_run`'s rounds start with the input)."""
-    return [t.rounds[len(t.rounds) // 2].value.tolist() for t in traced]
+    return after_round(traced, len(traced[0].rounds) // 2)
 
 
 def halving_doubling_holds(traced: list, rows: list[dict]) -> Verdict:
