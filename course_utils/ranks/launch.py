@@ -160,11 +160,16 @@ def run_calls(
     Returns one `Outcome` per call, in the order of `calls`; a call that fails or overruns
     `timeout` does not stop the others. `fn` travels by value, as a rank's does. Children
     are forked unless CUDA runs here; a forked child computes on one thread, a spawned one
-    on its share of the cores. With `gpus`, lane k sees only GPU `gpus[k % len(gpus)]`.
-    `on_done` is told of each call as it ends (a progress bar), from this process.
+    on its share of the cores. With `gpus`, lane k sees only GPU `gpus[k % len(gpus)]`,
+    and the children are spawned, as NCCL ranks are: torch's first CUDA query here (a
+    `torch.cuda.is_available()` in what the kernel imported) starts the CUDA driver, and a
+    forked child then fails its first CUDA call ("CUDA error: initialization error"; every
+    trial of 01's sweep on an H100, 2026-11-28). `on_done` is told of each call as it ends
+    (a progress bar), from this process.
     """
     limits.check_jobs(jobs)
-    ctx = processes.context(start_method)  # warms up torch's imports before a fork
+    on_a_gpu = "nccl" if gpus else "gloo"  # the backends' start methods: a GPU's is spawn
+    ctx = processes.context(start_method, on_a_gpu)  # warms up torch's imports before a fork
     method = ctx.get_start_method()
     threads = rank_setup.threads_for(min(jobs, len(calls)), method)
     spec = RankSpec(

@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from course_utils.core.errors import ChildError
+from course_utils.ranks import processes
 from course_utils.ranks.launch import run_calls, run_in_child
 
 
@@ -59,9 +60,27 @@ def test_a_function_defined_here_travels_by_value():
 
 
 def test_each_lane_sees_its_own_gpu():
-    outcomes = run_calls(whoami, [{"x": x} for x in range(3)], jobs=2, gpus=("7", "9"))
+    outcomes = run_calls(
+        whoami, [{"x": x} for x in range(3)], jobs=2, gpus=("7", "9"), start_method="fork"
+    )
     assert {o.slot: o.value["gpu"] for o in outcomes} == {0: "7", 1: "9"}
     assert run_calls(whoami, [{}])[0].value["gpu"] is None
+
+
+def test_calls_given_a_gpu_are_spawned_unless_a_method_is_asked_for(monkeypatch):
+    chosen = []
+    real_context = processes.context
+
+    def recording_context(start_method=None, backend="gloo"):
+        ctx = real_context(start_method, backend)
+        chosen.append(ctx.get_start_method())
+        return real_context("fork")  # the choice is what is tested; a fork keeps it quick
+
+    monkeypatch.setattr(processes, "context", recording_context)
+    run_calls(whoami, [{}], gpus=("0",))
+    run_calls(whoami, [{}])
+    run_calls(whoami, [{}], gpus=("0",), start_method="fork")
+    assert chosen == ["spawn", "fork", "fork"]
 
 
 @pytest.mark.parametrize(
