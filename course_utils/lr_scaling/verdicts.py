@@ -10,7 +10,10 @@ trains for the same epochs, and the verdicts on the sqrt(k) rule say so: Hoffer 
 from __future__ import annotations
 
 from ..core.checks import verdict
-from .limits import Controls, ScalingSummary
+from .limits import CLOSER, Controls, ScalingSummary, scaled_closeness
+
+# "loses a lot": ten times the tolerance that still counts as kept
+FIXED_LR_LOSS = 10
 
 
 def base_is_repeatable(summary: ScalingSummary):
@@ -19,6 +22,29 @@ def base_is_repeatable(summary: ScalingSummary):
     return verdict(
         len(accs) >= 2 and max(accs) - min(accs) < summary.tolerance,
         "the base batch's test accuracy varies less from seed to seed than the tolerance",
+    )
+
+
+def scaled_curves_coincide(summary: ScalingSummary, stall_loss: float):
+    """At two batches or more the scaled lr trains every seed, and at each its curve is over
+    `CLOSER` times closer to the base batch's than the fixed lr's. (Its test: a rule whose
+    lr is never scaled prints ✗.)"""
+    trained, ratios = scaled_closeness(summary, stall_loss)
+    return verdict(
+        len(trained) >= 2 and all(r > CLOSER for r in ratios),
+        f"wherever the scaled lr trains, its curve is over {CLOSER}x closer to the base than "
+        "the fixed lr's",
+    )
+
+
+def fixed_lr_loses_at_the_largest(summary: ScalingSummary):
+    """At the largest batch the fixed lr ends `FIXED_LR_LOSS` tolerances below the base.
+    (Its test: a sweep that stops at twice the base batch prints ✗.)"""
+    bar = FIXED_LR_LOSS * summary.tolerance
+    lost = summary.base_accuracy - summary.accuracy["unscaled"][-1]
+    return verdict(
+        lost > bar,
+        f"at a fixed lr the largest batch loses over {100 * bar:g} points of accuracy",
     )
 
 
