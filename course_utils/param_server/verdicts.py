@@ -66,8 +66,9 @@ def straggler_far_staler(run, straggler: int, workers: int, factor: float = 3.0)
     """The straggler's median staleness at least `factor` x the fast workers' (and x 1):
     while it computes one gradient, the others push several."""
     fast = [s for w in range(1, workers + 1) if w != straggler for s in run.staleness_of(w)]
+    slow = run.staleness_of(straggler)  # empty if it delivered nothing: nothing to compare
     return verdict(
-        _median(run.staleness_of(straggler)) >= factor * max(_median(fast), 1),
+        bool(slow) and _median(slow) >= factor * max(_median(fast), 1),
         "the straggler's gradients are far staler than the fast workers'",
     )
 

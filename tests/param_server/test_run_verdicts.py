@@ -12,7 +12,12 @@ from course_utils.param_server.runs import allreduce_training, run_parameter_ser
 from course_utils.param_server.server import ServerConfig, WorkerLost
 
 SMALL = {"hidden": 16, "batch_size": 16, "worker_timeout": 2.0, "timeout": 30.0}
-STRAGGLER = (0.0, 0.0, 0.1)
+# the fast workers pause 5 ms a gradient, the straggler 50: the fast ones' pace, not the
+# machine's, sets how many updates pass during one of the straggler's gradients (about 20),
+# so it is far staler on an idle machine and a busy one alike, and it still delivers a few
+# gradients within 60 updates (with fast workers that do not pause, an idle machine ran all
+# 60 before the straggler's first 0.1 s gradient arrived)
+STRAGGLER = (0.005, 0.005, 0.05)
 
 
 @pytest.fixture(scope="module")
