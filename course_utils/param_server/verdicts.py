@@ -11,6 +11,9 @@ from __future__ import annotations
 from ..core.checks import Verdict, verdict
 
 __all__ = [
+    "different_starts_average_far_worse",
+    "infrequent_averaging_keeps_up",
+    "one_average_beats_a_worker",
     "async_about_workers_minus_one_stale",
     "async_breaks_at_sync_rate",
     "async_needs_smaller_lr",
@@ -144,4 +147,40 @@ def async_breaks_at_sync_rate(
         ok,
         f"at synchronous SGD's chosen rate, asynchronous SGD's validation loss is more than "
         f"{gap:g} above synchronous SGD's and a lone worker's",
+    )
+
+
+# --- parameter averaging (local SGD) ---------------------------------------------------------
+
+# Test accuracy, on MNIST-1D's 10 classes. Averaging less often may cost a little: "keeps up"
+# allows 6 points below averaging every step. An average of replicas that drifted apart
+# (different starts) falls toward chance, 10%: "far worse" asks for 20 points below the worst
+# of the replicas it averaged.
+KEEPS_UP = 0.06
+FAR_WORSE = 0.2
+
+
+def infrequent_averaging_keeps_up(accuracy_by_period: dict) -> Verdict:
+    """`accuracy_by_period`: the averaged model's test accuracy for each averaging period H;
+    every one within `KEEPS_UP` of the shortest period's (H = 1: every step)."""
+    every_step = accuracy_by_period[min(accuracy_by_period)]
+    return verdict(
+        all(a > every_step - KEEPS_UP for a in accuracy_by_period.values()),
+        "averaging every H steps stays within 6 points of averaging every step",
+    )
+
+
+def one_average_beats_a_worker(averaged: float, alone: list[float]) -> Verdict:
+    """One average of replicas trained from one start, against their mean accuracy alone."""
+    return verdict(
+        averaged >= sum(alone) / len(alone),
+        "one average after training from one start beats the average worker alone",
+    )
+
+
+def different_starts_average_far_worse(averaged: float, alone: list[float]) -> Verdict:
+    """One average of replicas trained from different starts, `FAR_WORSE` below the worst."""
+    return verdict(
+        averaged < min(alone) - FAR_WORSE,
+        "averaging models that started from different weights is far worse than each of them",
     )
