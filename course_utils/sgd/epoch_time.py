@@ -66,3 +66,31 @@ def slower_side_by_side(ratio: float, jobs: int, at_least: float = 3.0, machine=
         f"{at_least:g}x as long per epoch as the largest",
         machine,
     )
+
+
+# One update costs a fixed part (Python, the optimizer, launching kernels: 0.8 ms here) plus
+# a part per sample (7 us here), so a GD update over thousands of samples costs tens of
+# batch-1 updates, and a batch of 32 goes through samples tens of times faster than batch 1;
+# 10x and 5x leave room for noise. Where the batches are alike, GD on a handful of samples
+# or "mini-batches" of one, the ratios are about 1.
+UPDATE_COSTS = "test_update_cost_verdicts_fail_where_the_batches_are_alike"
+
+
+@timing_claim("real", "threshold", UPDATE_COSTS)
+def gd_update_costs_more(gd, stochastic, at_least: float = 10.0, machine=None):
+    """Per update on the real clock, GD (`training.History`) over `at_least` x batch-1 SGD."""
+    return verdict(
+        gd.seconds / gd.steps > at_least * stochastic.seconds / stochastic.steps,
+        f"real clock: a full-batch GD update costs over {at_least:g} times a batch-1 SGD update",
+        machine,
+    )
+
+
+@timing_claim("real", "threshold", UPDATE_COSTS)
+def minibatches_process_samples_faster(minibatch, stochastic, at_least: float = 5.0, machine=None):
+    """Samples per second on the real clock, mini-batch SGD over `at_least` x batch-1 SGD."""
+    return verdict(
+        minibatch.samples_per_second > at_least * stochastic.samples_per_second,
+        f"real clock: mini-batches process samples over {at_least:g} times faster than batch-1 SGD",
+        machine,
+    )

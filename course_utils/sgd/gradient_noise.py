@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
+from ..core.checks import Verdict, verdict
 from ..core.training import as_tensors, torch_threads
 
 
@@ -38,6 +40,17 @@ class GradientNoise:
     @property
     def ratio_to_law(self) -> list[float]:
         return [m / p for m, p in zip(self.variance, self.predicted, strict=True)]
+
+    @property
+    def log_log_slope(self) -> float:
+        """The slope of log variance against log B, fitted: -1 where the law holds."""
+        return float(np.polyfit(np.log(self.batch_sizes), np.log(self.variance), 1)[0])
+
+
+def draw_batch(samples: int, batch_size: int, generator: torch.Generator) -> torch.Tensor:
+    """The indices of one mini-batch, drawn independently, with replacement: the law's
+    assumption (drawn without replacement, a batch near the whole set varies far less)."""
+    return torch.randint(samples, (batch_size,), generator=generator)  # cpu: indices
 
 
 def _flat_grad(model: nn.Module, loss_fn, x, y) -> torch.Tensor:
@@ -114,7 +127,7 @@ def _measure(model, dataset, batch_sizes, draws, seed, loss_fn) -> GradientNoise
     for b in batch_sizes:
         total = 0.0
         for _ in range(draws):
-            index = torch.randint(len(x), (b,), generator=generator).to(device)
+            index = draw_batch(len(x), b, generator).to(device)
             total += float((_flat_grad(model, loss_fn, x[index], y[index]) - full).pow(2).sum())
         variances.append(total / draws)
     model.zero_grad(set_to_none=True)
@@ -157,3 +170,25 @@ def at_minibatch_run(profile, device=None) -> float:
         seed=0,
     )
     return noise_scale(net, compare, threads=S.threads)
+
+
+# The measured variance is a mean over `draws` random batches, so it scatters around the law
+# by the luck of the draws; 1.5 either way and 0.1 of slope leave room for that, and a
+# loader that forgot to shuffle (contiguous batches of a set sorted by label, the test's
+# wrong world) misses by far more: 2x at B = 4, 178x at B = 1024, slope -0.19.
+LAW_FACTOR = 1.5
+SLOPE_SLACK = 0.1
+
+
+def variance_follows_the_law(noise: GradientNoise) -> Verdict:
+    return verdict(
+        all(1 / LAW_FACTOR < r < LAW_FACTOR for r in noise.ratio_to_law),
+        "at every batch size the measured variance is within a factor 1.5 of sigma^2/B",
+    )
+
+
+def variance_falls_with_slope_minus_one(noise: GradientNoise) -> Verdict:
+    return verdict(
+        abs(noise.log_log_slope + 1) < SLOPE_SLACK,
+        "on log-log axes the variance falls with slope -1",
+    )

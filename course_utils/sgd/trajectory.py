@@ -44,6 +44,24 @@ def mean_rise(path: list[float]) -> float:
     return sum(max(m, 0.0) for m in moves) / len(moves) if moves else 0.0
 
 
+def exact_gradient_ahead_per_update(gd, stochastic):
+    """After as many updates as GD made, GD's full-data loss lies below batch-1 SGD's
+    (`training.History`s of the two runs, from the same start at the same lr)."""
+    return verdict(
+        gd.loss_at(gd.steps, "updates") < stochastic.loss_at(gd.steps, "updates"),
+        "per update, GD's exact gradient lowers the loss more than batch-1 SGD",
+    )
+
+
+def minibatch_ahead_after_a_pass(minibatch, gd, samples: int):
+    """After one pass over the `samples` both train on, mini-batch SGD's full-data loss lies
+    below GD's (one update against samples / B of them)."""
+    return verdict(
+        minibatch.loss_at(samples, "samples") < gd.loss_at(samples, "samples"),
+        "after one pass over the data, mini-batch SGD is ahead of GD",
+    )
+
+
 def noisier_with_smaller_batches(rises: dict, sgd: str, minibatch: str, factor=3.0):
     """Batch-1 SGD's path rises over `factor` x mini-batch's."""
     return verdict(

@@ -9,8 +9,9 @@ import pytest
 import torch
 from recorded_bars import record_bars
 
+from course_utils.core import data, models, profiles, training
 from course_utils.core.machine import MachineShare
-from course_utils.sgd import search_speed, trajectory
+from course_utils.sgd import epoch_time, search_speed, trajectory
 
 
 def test_mean_rise_counts_only_rises():
@@ -131,3 +132,60 @@ def test_an_epochs_time_splits_into_its_per_update_and_per_sample_parts():
     per_sample_only = [u * b * 5e-6 for u, b in zip(updates, batches, strict=True)]
     step, sample = epoch_time.per_update_and_per_sample(updates, batches, per_sample_only)
     assert step == pytest.approx(0, abs=1e-12) and sample == pytest.approx(5e-6)
+
+
+# --- 01's verdicts on GD, SGD and mini-batches, fed `training.train` runs as the notebook's
+# `run` makes them (same start, same lr, 640 samples): each passes, and prints ✗ in the
+# world without its effect, where the noisy method's batch is the whole set as well
+
+
+def _run(samples, batch_size, max_steps):
+    P = profiles.get("cpu")
+    S = P.sgd
+    shape, classes = data.load(P.dataset).input_shape, 10
+    net = models.build(P.model, shape, classes, S.hidden, seed=0)
+    return training.train(
+        net,
+        training.tensor_loader(samples, batch_size, seed=0),
+        max_steps=max_steps,
+        lr=S.compare_lr,
+        eval_loader=training.tensor_loader(samples, 4096, shuffle=False),
+        eval_every=1,
+        threads=1,
+        seed=0,
+    )
+
+
+@pytest.fixture(scope="module")
+def few_samples():
+    P = profiles.get("cpu")
+    train_set, _ = data.train_val_split(data.load(P.dataset).train, P.sgd.val_fraction, seed=0)
+    return training.as_tensors(torch.utils.data.Subset(train_set, range(640)))
+
+
+def test_gd_is_ahead_per_update_unless_sgd_also_sees_every_sample(few_samples, capsys):
+    n = len(few_samples)
+    gd = _run(few_samples, n, 20)
+    assert trajectory.exact_gradient_ahead_per_update(gd, _run(few_samples, 1, 200))
+    assert not trajectory.exact_gradient_ahead_per_update(gd, _run(few_samples, n, 20))
+    assert "✗ per update, GD's exact gradient" in capsys.readouterr().out
+
+
+def test_minibatches_are_ahead_after_a_pass_unless_the_batch_is_everything(few_samples, capsys):
+    n = len(few_samples)
+    gd = _run(few_samples, n, 20)
+    assert trajectory.minibatch_ahead_after_a_pass(_run(few_samples, 32, 40), gd, n)
+    assert not trajectory.minibatch_ahead_after_a_pass(_run(few_samples, n, 20), gd, n)
+    assert "✗ after one pass over the data, mini-batch SGD" in capsys.readouterr().out
+
+
+def test_update_cost_verdicts_fail_where_the_batches_are_alike(few_samples, capsys):
+    """GD over a handful of samples costs about a batch-1 update; "mini-batches" of one
+    process samples no faster than batch 1."""
+    handful = torch.utils.data.Subset(few_samples, range(4))
+    assert not epoch_time.gd_update_costs_more(_run(handful, 4, 50), _run(few_samples, 1, 50))
+    alike = _run(few_samples, 1, 50)
+    assert not epoch_time.minibatches_process_samples_faster(alike, _run(few_samples, 1, 50))
+    out = capsys.readouterr().out
+    assert "✗ real clock: a full-batch GD update costs over 10 times" in out
+    assert "✗ real clock: mini-batches process samples over 5 times faster" in out
