@@ -161,11 +161,12 @@ def run_calls(
     `timeout` does not stop the others. `fn` travels by value, as a rank's does. Children
     are forked unless CUDA runs here; a forked child computes on one thread, a spawned one
     on its share of the cores. With `gpus`, lane k sees only GPU `gpus[k % len(gpus)]`,
-    and the children are spawned, as NCCL ranks are: torch's first CUDA query here (a
-    `torch.cuda.is_available()` in what the kernel imported) starts the CUDA driver, and a
-    forked child then fails its first CUDA call ("CUDA error: initialization error"; every
-    trial of 01's sweep on an H100, 2026-11-28). `on_done` is told of each call as it ends
-    (a progress bar), from this process.
+    and the children are spawned, as NCCL ranks are: on a machine with a GPU, one SGD step
+    on the CPU here (the launcher's warm-up, or any training in the kernel) starts the CUDA
+    driver, though `torch.cuda.is_initialized()` stays False, and a forked child then fails
+    its first CUDA call ("CUDA error: initialization error": every trial of 01's sweep on an
+    H100, 2026-11-28). `on_done` is told of each call as it ends (a progress bar), from this
+    process.
     """
     limits.check_jobs(jobs)
     on_a_gpu = "nccl" if gpus else "gloo"  # the backends' start methods: a GPU's is spawn
