@@ -85,9 +85,11 @@ def test_a_straggler_over_the_emulated_link_waits_on_the_link_clock(mnist):
     small = {"hidden": 16, "batch_size": 16, "timeout": 30.0, "link": "1000mbit,1ms"}
     sync = ServerConfig(mode="sync", workers=2, updates=10, delays=(0.0, 0.03), **small)
     assert run_parameter_server(sync, mnist, eval_samples=10).seconds >= 9 * 0.03
-    # 0.1 s: the two others make tens of updates meanwhile, where a 0.03 s sleep left the
-    # straggler's median staleness at 2 beside theirs, once, with other tests on the cores
-    lazy = ServerConfig(mode="async", workers=3, updates=60, delays=(0, 0, 0.1), **small)
+    # the others pause 5 ms a gradient and the straggler 50: their pace, not the machine's,
+    # sets its staleness (a 0.03 s straggler beside workers that never pause tied theirs at
+    # 2 with other tests on the cores; a 0.1 s one delivered nothing in 60 updates on an
+    # idle machine)
+    lazy = ServerConfig(mode="async", workers=3, updates=60, delays=(0.005, 0.005, 0.05), **small)
     run = run_parameter_server(lazy, mnist, eval_samples=10)
     assert sorted(run.staleness_of(3))[len(run.staleness_of(3)) // 2] > max(
         sorted(run.staleness_of(1))[len(run.staleness_of(1)) // 2], 1
