@@ -19,12 +19,12 @@ from ..core.sizes import ScalingSizes
 
 __all__ = [
     "ScalingGains",
-    "rule_stops_helping",
-    "scaling_regains_most",
-    "scaling_gains",
     "closer_to_the_effective_batch",
     "equals_one_process",
     "first_bucket_overlaps_backward",
+    "rule_stops_helping",
+    "scaling_gains",
+    "scaling_regains_most",
 ]
 
 # fp32: the replicas add the same gradients as one process, in another order, which moves

@@ -11,13 +11,13 @@ from __future__ import annotations
 from ..core.checks import Verdict, verdict
 
 __all__ = [
-    "different_starts_average_far_worse",
-    "infrequent_averaging_keeps_up",
-    "one_average_beats_a_worker",
     "async_about_workers_minus_one_stale",
     "async_breaks_at_sync_rate",
     "async_needs_smaller_lr",
     "async_survives_a_lost_worker",
+    "different_starts_average_far_worse",
+    "infrequent_averaging_keeps_up",
+    "one_average_beats_a_worker",
     "server_grows_ring_levels_off",
     "straggler_far_staler",
     "straggler_slows_sync",
