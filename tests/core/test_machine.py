@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import configparser
+import os
 import re
 import time
 from collections import namedtuple
@@ -12,6 +13,8 @@ import pytest
 
 from course_utils.core import checks, machine
 from course_utils.core.machine import MachineShare
+from course_utils.ranks import start_method
+from course_utils.ranks.launch import launch
 
 SANITIZE = Path(__file__).parents[1] / "nbval_sanitize.cfg"
 CpuTimes = namedtuple("CpuTimes", "user idle")
@@ -64,6 +67,18 @@ def test_the_watched_process_own_work_is_not_counted_as_others():
     # other tests may run beside this one: what it took itself is at most what it ran
     assert w.share.seconds >= 0.3
     assert w.share.others_cores <= w.share.machine_cores
+
+
+def test_ranks_a_forkserver_started_and_reaped_count_as_this_process_own_work(monkeypatch):
+    """Under forkserver the ranks are the server's children, reaped by it: their CPU time
+    must still count as ours, not as other programs' (it did not: 1.8 of 2 cores)."""
+    monkeypatch.setenv(start_method.START_METHOD_VAR, "forkserver")
+    launch(os.getpid, 2)  # the server starts, and stays for the next launch
+    own, alive = machine._own_seconds()
+    launch(_spin, 2, args=(0.3,))
+    own_after, alive_after = machine._own_seconds()
+    ours = own_after - own + sum(alive_after.values()) - sum(alive.values())
+    assert ours >= 2 * 0.3
 
 
 def test_only_the_cores_this_process_may_run_on_count(monkeypatch):
