@@ -76,7 +76,7 @@ def test_busbw_rows_follow_nccl_tests_formula_on_a_fake_clock(monkeypatch):
     for row in faked["rows"]:  # nccl-tests: busbw = algbw * 2(N-1)/N, on the fake clock
         algbw = row["bytes"] / row["seconds"] / 1e6  # the fake 1 ms or 2 ms, asserted above
         assert row["algbw_mb_s"] == round(algbw, 2)
-        assert abs(row["busbw_mb_s"] - algbw * 4 / 3) <= 0.02
+        assert row["busbw_mb_s"] == round(algbw * 4 / 3, 2)  # 2(N-1)/N at N = 3
 
 
 def test_link_auto_runs_real_where_the_sweep_fits_the_cores_and_simulated_otherwise(monkeypatch):

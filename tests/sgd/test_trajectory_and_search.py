@@ -179,9 +179,22 @@ def test_minibatches_are_ahead_after_a_pass_unless_the_batch_is_everything(few_s
     assert "✗ after one pass over the data, mini-batch SGD" in capsys.readouterr().out
 
 
-def test_update_cost_verdicts_fail_where_the_batches_are_alike(few_samples, capsys):
-    """GD over a handful of samples costs about a batch-1 update; "mini-batches" of one
-    process samples no faster than batch 1."""
+class _StepClock:
+    """A fake `time` for `training.train`: each reading 1 ms after the last, so an update
+    costs the same whatever its batch, and no test here reads the machine's clock."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        self.now += 1e-3
+        return self.now
+
+
+def test_update_cost_verdicts_fail_where_the_batches_are_alike(few_samples, monkeypatch, capsys):
+    """On a clock where an update costs the same whatever its batch, GD over a handful of
+    samples costs a batch-1 update, and "mini-batches" of one process samples no faster."""
+    monkeypatch.setattr(training, "time", _StepClock())
     handful = torch.utils.data.Subset(few_samples, range(4))
     assert not epoch_time.gd_update_costs_more(_run(handful, 4, 50), _run(few_samples, 1, 50))
     alike = _run(few_samples, 1, 50)
