@@ -76,7 +76,7 @@ FAR_SHORT = 5 * ScalingSizes.tolerance
 @dataclass(frozen=True)
 class ScalingGains:
     """`experiments.lr_scaling`'s rows read as the lesson reads them: the base effective
-    batch, the next (4x the base in both profiles) and the largest, with their accuracies."""
+    batch, the next and the largest, with their accuracies."""
 
     base: int
     middle: int
@@ -104,7 +104,8 @@ def scaling_regains_most(gains: ScalingGains) -> Verdict:
     """At the next batch the scaled lr gives back more than half of what the fixed lr lost."""
     return verdict(
         gains.regained > 0.5 * gains.lost,
-        "at 4x the base batch, scaling the lr regains most of the accuracy a fixed lr loses",
+        f"at {gains.middle // gains.base}x the base batch, scaling the lr regains most of the "
+        "accuracy a fixed lr loses",
     )
 
 

@@ -166,7 +166,7 @@ def infrequent_averaging_keeps_up(accuracy_by_period: dict) -> Verdict:
     every_step = accuracy_by_period[min(accuracy_by_period)]
     return verdict(
         all(a > every_step - KEEPS_UP for a in accuracy_by_period.values()),
-        "averaging every H steps stays within 6 points of averaging every step",
+        f"averaging every H steps stays within {100 * KEEPS_UP:g} points of averaging every step",
     )
 
 

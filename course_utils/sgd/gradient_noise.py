@@ -183,7 +183,7 @@ SLOPE_SLACK = 0.1
 def variance_follows_the_law(noise: GradientNoise) -> Verdict:
     return verdict(
         all(1 / LAW_FACTOR < r < LAW_FACTOR for r in noise.ratio_to_law),
-        "at every batch size the measured variance is within a factor 1.5 of sigma^2/B",
+        f"at every batch size the measured variance is within a factor {LAW_FACTOR:g} of sigma^2/B",
     )
 
 
