@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..sgd.finished import finished_trials
 from .experiments import RULE_LABELS, RULES, curve_distance
 
 
@@ -76,7 +75,7 @@ def summarize(base, result, base_batch: int, tolerance: float) -> ScalingSummary
     `base` holds the base batch's runs (one per seed, standing for every rule: they all
     give it the base lr); `result` every larger batch under every rule.
     """
-    trials = finished_trials(base) + finished_trials(result)
+    trials = base.finished() + result.finished()
     if not any(t.params["batch_size"] == base_batch for t in base.trials):
         raise ValueError(f"the base batch {base_batch} is not among the base runs.")
     batches = sorted({t.params["batch_size"] for t in trials})
@@ -131,7 +130,7 @@ class Controls:
 
 def controls(result) -> Controls:
     """Read the controls sweep (`experiments.controls_config`) as means over seeds."""
-    finished_trials(result)
+    result.finished()
     groups: dict = {}
     for t in result.trials:
         key = (t.params["updates"] > 0, t.params["batch_size"])

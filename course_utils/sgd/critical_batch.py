@@ -21,7 +21,6 @@ import torch
 import torch.nn.functional as F
 
 from ..core.checks import verdict
-from .finished import finished_trials
 
 
 def asked_lrs(sizes, batch_size: int) -> list[float]:
@@ -135,7 +134,7 @@ def best_steps(result) -> StepsToTarget:
     """The fewest steps per batch size and seed over its lrs, and S_min, B_crit fitted to their
     mean over the seeds and to each seed alone."""
     best: dict = {}
-    for t in finished_trials(result):
+    for t in result.finished():
         (b, _), seed, m = t.params["batch_and_lr"], t.params["seed"], t.metrics
         if (b, seed) not in best or m["steps"] < best[b, seed]["steps"]:
             best[b, seed] = m

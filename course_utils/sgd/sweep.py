@@ -87,6 +87,14 @@ class SweepResult:
     def failed(self) -> list[Trial]:
         return [t for t in self.trials if not t.ok]
 
+    def finished(self) -> list[Trial]:
+        """Every trial, or a RuntimeError naming how many failed and the first error: what a
+        chapter reading the results asks first, since a mean over the trials that happened
+        to succeed would look like a result."""
+        if self.failed:
+            raise RuntimeError(f"{len(self.failed)} trial(s) failed, first: {self.failed[0].error}")
+        return list(self.trials)
+
     def table(self) -> str:
         """One line per trial: its parameters, the metric, its time, or its error."""
         best = self.best

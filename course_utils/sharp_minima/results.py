@@ -7,14 +7,13 @@ one of them ran on fewer seeds.
 
 from __future__ import annotations
 
-from ..sgd.finished import finished_trials
 from .arms import ARMS, arm_and_seed, edge_of_stability
 
 
 def by_arm(results, sizes) -> dict:
     """The trials of one or more sweeps as arm name -> metric -> one value per seed, arms in
     the order of `ARMS`, seeds in the order of `sizes.seeds`."""
-    trials = [t for result in results for t in finished_trials(result)]
+    trials = [t for result in results for t in result.finished()]
     runs = {}
     for name in ARMS:
         mine = {

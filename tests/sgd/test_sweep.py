@@ -375,3 +375,13 @@ def test_cli_refuses_a_bad_config_naming_the_key(tmp_path, capsys):
     path.write_text("{not json")
     assert sweep.cli(Namespace(config=str(path), jobs=2, json=True)) == 2
     assert "not valid JSON" in capsys.readouterr().err
+
+
+def test_finished_trials_are_every_trial_or_an_error_naming_the_failures():
+    config = {"spec": {"metric": "val_loss", "objective": "minimize"}}
+    done = sweep.Trial(0, {"lr": 0.1}, metrics={"val_loss": 1.0})
+    result = sweep.SweepResult(config, jobs=1, seconds=1.0, trials=[done])
+    assert result.finished() == [done]
+    result.trials.append(sweep.Trial(1, {"lr": 9.0}, error="ValueError: loss is nan"))
+    with pytest.raises(RuntimeError, match=r"1 trial\(s\) failed, first: ValueError: loss is nan"):
+        result.finished()
