@@ -9,7 +9,6 @@ here, it gives the real link's times. Halving-doubling, the fifth algorithm, run
 power-of-two number of ranks and is checked on its sums, rounds and bytes.
 """
 
-from ..network import wire as link
 from . import (
     charts,
     cost_model,
@@ -48,7 +47,6 @@ __all__ = [
     "cost_model",
     "counted_verdicts",
     "exercises",
-    "link",
     "link_dial",
     "pingpong",
     "pingpong_fit",

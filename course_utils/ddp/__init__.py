@@ -8,7 +8,6 @@ batch, lr scaling). `cost`: where a DDP step's time goes and what cuts the commu
 `torchrun_train`: the same training as a script for torchrun on several nodes.
 """
 
-from ..network import wire as link
 from . import charts, exercises, replica_verdicts, scaling, scaling_charts, trace, verdicts
 from .charts import (
     accuracy_vs_effective_batch,
@@ -55,7 +54,6 @@ __all__ = [
     "replica_verdicts",
     "run_equivalence",
     "split_global_batch",
-    "link",
     "standard_variants",
     "verdicts",
     "step_breakdown",

@@ -8,7 +8,6 @@ validation split over several seeds, and epochs to a target loss (`tuning`); the
 notebook's claims as verdicts (`verdicts`).
 """
 
-from ..network import wire as link
 from . import charts, exercises, scaling, tuning, verdicts
 from .charts import (
     averaging_accuracy,
@@ -42,7 +41,6 @@ __all__ = [
     "check_staleness",
     "evaluate",
     "exercises",
-    "link",
     "loss_by_epochs",
     "lr_sensitivity",
     "ps_loss_curves",

@@ -8,7 +8,7 @@ import torch.distributed as dist
 
 from course_utils.allreduce import algorithms, cost_model, time_allreduce, verdicts
 from course_utils.core.machine import MachineShare
-from course_utils.network import wire as links
+from course_utils.network import wire
 
 
 def _farthest_from_model(measured: dict, predicted: dict) -> float:
@@ -37,7 +37,7 @@ def test_the_simulator_plays_out_the_rings_schedule_not_a_whole_tensor_rings(mon
     model (within 25%); a ring that sends n bytes per step instead lands far off."""
     if broken:
         monkeypatch.setitem(algorithms.ALGORITHMS, "ring", _whole_tensor_ring)
-    link, nbytes = links.parse("100mbit,1ms"), (1 << 16,)
+    link, nbytes = wire.parse("100mbit,1ms"), (1 << 16,)
     measured = {4: time_allreduce(4, nbytes, repeats=1, algorithms=("ring",), link=link)}
     on_link = cost_model.AlphaBeta(alpha=link.alpha, beta=link.beta)
     predicted = {4: {"ring": [cost_model.predicted_seconds("ring", 4, nbytes[0], on_link)]}}
@@ -49,7 +49,7 @@ def test_halving_doubling_plays_out_its_model_on_the_simulated_link():
     alpha-beta model, beside the ring's 2(N-1) steps of the same bytes. On the profile's
     latency (5 ms), as in the notebook: at 1 ms a round's own CPU time (0.2-0.3 ms with 4
     ranks on 2 cores, which the simulated clock counts as compute) was a quarter of it."""
-    link, nbytes = links.parse("100mbit,5ms"), (1 << 12, 1 << 18)
+    link, nbytes = wire.parse("100mbit,5ms"), (1 << 12, 1 << 18)
     names = ("halving_doubling", "ring")
     measured = {4: time_allreduce(4, nbytes, repeats=1, algorithms=names, link=link)}
     on_link = cost_model.AlphaBeta(alpha=link.alpha, beta=link.beta)
@@ -88,7 +88,7 @@ def test_growth_verdict_fails_for_a_flat_parameter_server():
 def _simulated(names: tuple, world_sizes: tuple, nbytes: tuple) -> tuple[dict, dict]:
     """The notebook's path on its profile link: {N: {algorithm: [seconds per size]}} on the
     simulated clock, and the alpha-beta model of each algorithm's schedule beside it."""
-    link = links.parse("100mbit,5ms")
+    link = wire.parse("100mbit,5ms")
     on_link = cost_model.AlphaBeta(alpha=link.alpha, beta=link.beta)
     measured = {
         n: time_allreduce(n, nbytes, repeats=1, algorithms=names, link=link) for n in world_sizes
@@ -126,7 +126,7 @@ def test_a_ring_that_sends_its_whole_tensor_never_crosses_the_butterfly(monkeypa
         monkeypatch.setitem(algorithms.ALGORITHMS, "ring", _whole_tensor_ring)
     sizes = (1 << 10, 1 << 14, 1 << 18, 1 << 21)
     measured, _ = _simulated(("butterfly", "ring"), (8,), sizes)
-    link = links.parse("100mbit,5ms")
+    link = wire.parse("100mbit,5ms")
     model = cost_model.crossover_bytes(
         "butterfly", "ring", 8, cost_model.AlphaBeta(alpha=link.alpha, beta=link.beta)
     )

@@ -10,10 +10,10 @@ import torch
 
 from course_utils.ddp import charts, scaling, scaling_charts, trace, verdicts
 from course_utils.ddp.torchrun_train import CountingLoader, parameter_digest
-from course_utils.network import wire as link
+from course_utils.network import wire
 from course_utils.ranks.examples import spread_over_nodes
 
-SLOW = link.parse("100mbit,5ms")
+SLOW = wire.parse("100mbit,5ms")
 
 
 def node(rank, node_rank, agent, digest=(1.0, 2.0, 3.0), samples=8.0):
@@ -79,14 +79,14 @@ def test_profiler_sees_ddp_overlap_and_none_after_backward():
     assert all(t["allreduce"] and t["backward"] for t in ddp_step + after)
     assert ddp_step[0]["trace"].endswith(trace.TRACE_NAME)
     assert max(t["overlap"] for t in after) == 0
-    slow = link.parse(kw["link"])
+    slow = wire.parse(kw["link"])
     assert not verdicts.communication_overlaps_backward(after, slow).ok  # effect absent
     assert verdicts.communication_overlaps_backward([{"overlap": 0.6}, {"overlap": 0.4}], slow).ok
     assert verdicts.none_overlaps_after_backward(after, slow).ok
     assert not verdicts.none_overlaps_after_backward([{"overlap": 0.0}, {"overlap": 0.3}], slow).ok
     assert "simulated link" in repr(verdicts.none_overlaps_after_backward(after, slow))
-    assert repr(verdicts.none_overlaps_after_backward(after, link.REAL)).startswith("✓ real clock")
-    assert "DDP" in charts.profiled_title({"DDP": ddp_step, "after": after}, link.parse(kw["link"]))
+    assert repr(verdicts.none_overlaps_after_backward(after, wire.REAL)).startswith("✓ real clock")
+    assert "DDP" in charts.profiled_title({"DDP": ddp_step, "after": after}, wire.parse(kw["link"]))
     assert charts.profiled_timeline({"DDP": ddp_step, "after": after}, "t") is not None
 
 
@@ -98,7 +98,7 @@ def test_compute_fit_recovers_a_line():
 def test_predicted_step_is_compute_plus_the_ring():
     compute, comm = scaling.predicted_step((0.001, 1e-5), 100, 4, SLOW, 40_000)
     assert compute == pytest.approx(0.002)
-    assert comm == pytest.approx(link.ring_allreduce_seconds(SLOW, 40_000, 4))
+    assert comm == pytest.approx(wire.ring_allreduce_seconds(SLOW, 40_000, 4))
     assert scaling.predicted_step((0.001, 1e-5), 100, 1, SLOW, 40_000)[1] == 0
 
 

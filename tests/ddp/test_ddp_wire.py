@@ -6,24 +6,24 @@ import pytest
 import torch
 
 from course_utils import ddp as dp
+from course_utils import network
 from course_utils.core.machine import MachineShare
 from course_utils.ddp import cost, equivalence, wire
-from course_utils.network import wire as link
 from course_utils.network.clock import LAG
 
-SLOW = link.parse("8mbit,10ms")
-SLOWER = link.parse("8mbit,100ms")
+SLOW = network.wire.parse("8mbit,10ms")
+SLOWER = network.wire.parse("8mbit,100ms")
 
 
 def test_hooks_put_what_they_send_on_the_wire():
     grads = [torch.zeros(64, 40), torch.zeros(64), torch.zeros(10, 64)]
     plain = wire.wire_seconds(SLOW, "allreduce", grads, 2)
-    assert plain == pytest.approx(link.ring_allreduce_seconds(SLOW, 4 * 3264, 2))
+    assert plain == pytest.approx(network.wire.ring_allreduce_seconds(SLOW, 4 * 3264, 2))
     half = wire.wire_seconds(SLOW, "fp16", grads, 2)
-    assert half == pytest.approx(link.ring_allreduce_seconds(SLOW, 2 * 3264, 2))
+    assert half == pytest.approx(network.wire.ring_allreduce_seconds(SLOW, 2 * 3264, 2))
     powersgd = wire.wire_seconds(SLOW, "powersgd", grads, 2)
     assert powersgd > half  # three latency-bound rings for a few hundred floats
-    assert wire.wire_seconds(link.REAL, "powersgd", grads, 2) == 0
+    assert wire.wire_seconds(network.wire.REAL, "powersgd", grads, 2) == 0
 
 
 def test_every_fix_runs_at_naive_ddps_effective_batch():
@@ -49,7 +49,7 @@ def test_the_emulated_link_sets_ddps_communication_time():
     slow, compressed = cost.measure([naive, powersgd], 2, 64, setup, link=SLOWER)
     per_sync = slow.communication / slow.syncs
     assert slow.syncs == compressed.syncs == 8
-    assert per_sync >= link.ring_allreduce_seconds(SLOWER, 4 * 1000, 2) - LAG
+    assert per_sync >= network.wire.ring_allreduce_seconds(SLOWER, 4 * 1000, 2) - LAG
     assert real.syncs == 8  # the same updates on the real link, whose time is not asserted
     assert slow.effective_batch == compressed.effective_batch == 16
 
@@ -87,12 +87,14 @@ def test_ddp_verdicts_fail_where_the_effect_is_absent():
     assert verdicts.saving(naive, _T("fp16", 0.35)) == pytest.approx(0.05)
     # the lines name the clock of the link the rows crossed
     outweighs = verdicts.communication_outweighs_one_process
-    assert repr(outweighs(naive, single, link.REAL)).startswith("✓ real clock")
+    assert repr(outweighs(naive, single, network.wire.REAL)).startswith("✓ real clock")
     assert "simulated link" in repr(outweighs(naive, single, SLOW))
     # half of 0.4 s is all-reduce: more than one process's 0.01 s, not more than its 0.3 s
-    assert verdicts.communication_outweighs_one_process(naive, single, link.REAL).ok
+    assert verdicts.communication_outweighs_one_process(naive, single, network.wire.REAL).ok
     slower_single = _T("one, slower", 0.3)
-    assert not verdicts.communication_outweighs_one_process(naive, slower_single, link.REAL).ok
+    assert not verdicts.communication_outweighs_one_process(
+        naive, slower_single, network.wire.REAL
+    ).ok
     small, powersgd, fp16 = _T("0.001 MB", 0.6), _T("PowerSGD", 0.5), _T("fp16", 0.3)
     assert verdicts.smaller_buckets_cost_more(small, naive, SLOW).ok
     assert not verdicts.smaller_buckets_cost_more(_T("0.001 MB, free", 0.3), naive, SLOW).ok
@@ -107,21 +109,23 @@ def test_no_sync_verdict_fails_where_it_cuts_nothing():
 
     no_sync = _T("no_sync 4 x 4", 0.14, syncs=32, accumulate=4)
     every_micro = _T("4 x 4 without no_sync", 0.30, syncs=128, accumulate=4)
-    line = verdicts.no_sync_cuts_syncs(no_sync, every_micro, link.REAL)
+    line = verdicts.no_sync_cuts_syncs(no_sync, every_micro, network.wire.REAL)
     assert line.ok and repr(line).startswith("✓ real clock: accumulating")
     assert "simulated link" in repr(verdicts.no_sync_cuts_syncs(no_sync, every_micro, SLOW))
     # the effect absent: the control synced as rarely (a no_sync that did nothing) ...
     same_syncs = _T("4 x 4, syncs once", 0.30, syncs=32, accumulate=4)
-    assert not verdicts.no_sync_cuts_syncs(no_sync, same_syncs, link.REAL).ok
+    assert not verdicts.no_sync_cuts_syncs(no_sync, same_syncs, network.wire.REAL).ok
     # ... or the syncs went but the time did not (a link whose all-reduces cost nothing)
     free_link = _T("4 x 4 without no_sync, free all-reduces", 0.15, syncs=128, accumulate=4)
-    assert not verdicts.no_sync_cuts_syncs(no_sync, free_link, link.REAL).ok
-    assert verdicts.no_sync_cuts_syncs(no_sync, free_link, link.REAL, share=0.05).ok
+    assert not verdicts.no_sync_cuts_syncs(no_sync, free_link, network.wire.REAL).ok
+    assert verdicts.no_sync_cuts_syncs(no_sync, free_link, network.wire.REAL, share=0.05).ok
     # ... or nothing was accumulated: one micro-batch per update has no syncs to cut
     naive = _T("naive", 0.10, syncs=32)
-    assert not verdicts.no_sync_cuts_syncs(naive, _T("naive", 0.2, syncs=32), link.REAL).ok
+    assert not verdicts.no_sync_cuts_syncs(naive, _T("naive", 0.2, syncs=32), network.wire.REAL).ok
     hog = MachineShare(cores=2, seconds=1.0, others_cores=1.0, machine_cores=2)
-    assert not verdicts.no_sync_cuts_syncs(no_sync, every_micro, link.REAL, machine=hog).judged
+    assert not verdicts.no_sync_cuts_syncs(
+        no_sync, every_micro, network.wire.REAL, machine=hog
+    ).judged
 
 
 def test_overlap_saving_is_measured_and_its_verdict_fails_without_overlap():
@@ -134,7 +138,7 @@ def test_overlap_saving_is_measured_and_its_verdict_fails_without_overlap():
         layers=4, width=256, batch=128, bucket_cap_mb=0.2, link="1gbit,2ms", attempts=1
     )
     gradient_bytes = 4 * (3 * (256 * 256 + 256) + 256 * 10 + 10)
-    wire = link.ring_allreduce_seconds(link.parse("1gbit,2ms"), gradient_bytes, 2)
+    wire = network.wire.ring_allreduce_seconds(network.wire.parse("1gbit,2ms"), gradient_bytes, 2)
     assert result["buckets"] > 1 and result["machine"].cores == 2
     assert result["sequential"] == pytest.approx(result["compute"] + result["communication"])
     assert result["overlapped"] >= wire and result["communication"] >= wire

@@ -264,14 +264,14 @@ def test_bench_link_defaults_to_the_notebook_s_stage_to_stage_link(monkeypatch):
     import argparse
 
     from course_utils.model_parallel import bench, bubble
-    from course_utils.network import wire as links
+    from course_utils.network import wire
 
     seen = {}
     monkeypatch.setattr(bubble, "measure_bubble", lambda *a, **kw: seen.update(kw) or [])
     parser = argparse.ArgumentParser()
     bench.add_arguments(parser)
     result = bench.run(parser.parse_args(["--microbatches", "1"]))
-    expected = links.parse(bubble.HANDOFF_LINK).spec
+    expected = wire.parse(bubble.HANDOFF_LINK).spec
     assert seen["link"] == expected == result["link"]
 
 

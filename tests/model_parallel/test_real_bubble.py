@@ -19,7 +19,7 @@ from course_utils.model_parallel import measure_bubble, real_compute_run
 from course_utils.model_parallel.activations import HeldActivations
 from course_utils.model_parallel.bubble import HANDOFF_LINK
 from course_utils.model_parallel.schedules import Event, Timeline, bubble_formula, simulate
-from course_utils.network import wire as links
+from course_utils.network import wire
 
 
 def _assert_well_formed(tl: Timeline, handoff: float) -> None:
@@ -33,7 +33,7 @@ def test_a_real_compute_step_is_a_well_formed_timeline_whatever_the_cores():
     its input had crossed the link, or ran two at once, or skipped one, fails here; how
     large its bubble is, is `bench pipeline`'s to say."""
     run = real_compute_run("gpipe", 4, 4, width=256, micro_batch_size=16)
-    _assert_well_formed(run.timeline, links.parse(HANDOFF_LINK).wire_seconds(16 * 256 * 4))
+    _assert_well_formed(run.timeline, wire.parse(HANDOFF_LINK).wire_seconds(16 * 256 * 4))
 
 
 def test_measured_bubble_rows_carry_the_stage_times_prediction():
@@ -81,7 +81,7 @@ def test_1f1b_holds_k_minus_s_over_m_of_gpipe_s_bytes():
 
 def test_an_unbalanced_step_is_a_well_formed_timeline_and_the_bench_plays_it_out():
     run = real_compute_run("gpipe", 2, 4, width=128, micro_batch_size=8, stage_cost=(1, 2))
-    _assert_well_formed(run.timeline, links.parse(HANDOFF_LINK).wire_seconds(8 * 128 * 4))
+    _assert_well_formed(run.timeline, wire.parse(HANDOFF_LINK).wire_seconds(8 * 128 * 4))
     rows = measure_bubble(2, [2], width=64, micro_batch_size=8, stage_cost=(1, 2))
     assert rows[0]["step_over_played_out"] > 0 and rows[0]["backward_over_forward"] > 0
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from course_utils.network import wire as link
+from course_utils.network import wire
 from course_utils.network.clock import Clock, latest_moment
 from course_utils.network.hook import allreduce_hook
 from course_utils.parallel.allreduce import ring_allreduce
@@ -19,46 +19,46 @@ SLOW = "8mbit,20ms"  # 1 MB/s: 10 KB take 10 ms on the wire, on top of 20 ms lat
 
 
 def test_parse_names_and_labels():
-    assert link.parse("real") is link.REAL and not link.REAL.emulated
-    fast = link.parse("1gbit")
+    assert wire.parse("real") is wire.REAL and not wire.REAL.emulated
+    fast = wire.parse("1gbit")
     assert fast.bits_per_second == 1e9 and fast.alpha == 1e-3
-    slow = link.parse("100mbit,2ms")
+    slow = wire.parse("100mbit,2ms")
     assert slow.beta == pytest.approx(8e-8) and slow.alpha == pytest.approx(2e-3)
     assert slow.label == "simulated 100 Mbit/s link, α = 2 ms"
-    assert link.parse(slow.spec) == slow
-    assert link.REAL.wire_seconds(1 << 30) == 0
+    assert wire.parse(slow.spec) == slow
+    assert wire.REAL.wire_seconds(1 << 30) == 0
     with pytest.raises(ValueError, match="100mbit,2ms"):
-        link.parse("fast")
+        wire.parse("fast")
 
 
 def test_ring_wire_time_is_two_n_minus_one_chunks():
-    slow = link.parse(SLOW)
-    assert link.ring_allreduce_seconds(slow, 4000, 4) == pytest.approx(6 * (0.02 + 1000 / 1e6))
-    assert link.ring_allreduce_seconds(link.REAL, 4000, 4) == 0
-    assert link.ring_allreduce_seconds(slow, 4000, 1) == 0
+    slow = wire.parse(SLOW)
+    assert wire.ring_allreduce_seconds(slow, 4000, 4) == pytest.approx(6 * (0.02 + 1000 / 1e6))
+    assert wire.ring_allreduce_seconds(wire.REAL, 4000, 4) == 0
+    assert wire.ring_allreduce_seconds(slow, 4000, 1) == 0
 
 
 def test_a_step_is_timed_on_the_link_clock_over_an_emulated_link_and_the_wall_clock_otherwise():
-    assert link.timer() is time.perf_counter
-    with link.active(SLOW):
-        assert link.timer() is link.now
-    with link.active("real"):
-        assert link.timer() is time.perf_counter
+    assert wire.timer() is time.perf_counter
+    with wire.active(SLOW):
+        assert wire.timer() is wire.now
+    with wire.active("real"):
+        assert wire.timer() is time.perf_counter
 
 
 def _timed_exchange(spec: str) -> tuple:
     """Rank 0 sends 10 KB to rank 1 three times in a row: the wire carries them one by one.
     Returns the real seconds and the link clock's (CPU time plus the wire, nothing else)."""
     payload = torch.full((2500,), float(dist.get_rank() + 1))
-    with link.active(spec, virtual=True):
+    with wire.active(spec, virtual=True):
         dist.barrier()
-        start = link.restart()  # as every timing does: all clocks start at one moment
+        start = wire.restart()  # as every timing does: all clocks start at one moment
         for _ in range(3):
             if dist.get_rank() == 0:
                 dist.send(payload, 1)
             else:
                 dist.recv(payload, 0)
-        on_the_link = link.now() - start
+        on_the_link = wire.now() - start
         elapsed = time.perf_counter() - start
     return elapsed, on_the_link, payload[0].item()
 
@@ -70,19 +70,19 @@ def test_messages_pay_their_wire_time_once_and_still_arrive():
     (sent, sent_link, _), (received, on_the_link, value) = launch(
         _timed_exchange, 2, args=(SLOW,), backend="gloo"
     )
-    wire = 3 * link.parse(SLOW).wire_seconds(10_000)  # 90 ms
+    three = 3 * wire.parse(SLOW).wire_seconds(10_000)  # 90 ms
     assert value == 1.0  # the data moved
-    assert wire <= received and wire <= sent
-    assert wire <= on_the_link < 4 / 3 * wire and wire <= sent_link < 4 / 3 * wire
+    assert three <= received and three <= sent
+    assert three <= on_the_link < 4 / 3 * three and three <= sent_link < 4 / 3 * three
 
 
 def _clock_start_after_a_late_exit(spec: str) -> float:
     """Rank 1 leaves the barrier 50 ms after rank 0, as a rank the scheduler woke late."""
-    with link.active(spec):
+    with wire.active(spec):
         dist.barrier()
         if dist.get_rank() == 1:
             time.sleep(0.05)
-        return link.restart()
+        return wire.restart()
 
 
 def test_every_rank_s_clock_starts_at_the_last_rank_s_exit_from_the_barrier():
@@ -95,56 +95,56 @@ def _gather_on_rank_0(spec: str) -> tuple[float, float]:
     """Three workers send to rank 0 at once: its incoming wire takes them one after another.
     Returns the real seconds and the link clock's."""
     payload = torch.ones(2500)
-    with link.active(spec, virtual=True):
+    with wire.active(spec, virtual=True):
         dist.barrier()
-        start = link.restart()  # as every timing does: all clocks start at one moment
+        start = wire.restart()  # as every timing does: all clocks start at one moment
         if dist.get_rank() == 0:
             for worker in (1, 2, 3):
                 dist.recv(payload, worker)
         else:
             dist.send(payload, 0)
-        return time.perf_counter() - start, link.now() - start
+        return time.perf_counter() - start, wire.now() - start
 
 
 def test_messages_that_arrive_together_queue_on_the_way_in():
     """Without the queue (each message taken as it arrives) rank 0 would be done after one
     wire time, on either clock; `test_clock_queues_...` below has the exact arithmetic."""
     elapsed, on_the_link = launch(_gather_on_rank_0, 4, args=(SLOW,), backend="gloo")[0]
-    wire = link.parse(SLOW).wire_seconds(10_000)
-    assert 3 * wire <= elapsed
-    assert 3 * wire <= on_the_link < 4 * wire
+    one = wire.parse(SLOW).wire_seconds(10_000)
+    assert 3 * one <= elapsed
+    assert 3 * one <= on_the_link < 4 * one
 
 
 def _ring_and_hook(spec: str) -> tuple:
     """A ring of 8 floats, then a DDP step through the link's hook, each timed from a
     restart; after the hook, how far past that restart the outgoing wire is next free."""
     x = torch.arange(8.0) * (dist.get_rank() + 1)
-    with link.active(spec):
+    with wire.active(spec):
         dist.barrier()
-        start = link.restart()  # as every timing does: all clocks start at one moment
+        start = wire.restart()  # as every timing does: all clocks start at one moment
         ring_allreduce(x)
         ring_seconds = time.perf_counter() - start
         model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 2, bias=False))
-        model.register_comm_hook(link.current(), allreduce_hook)
+        model.register_comm_hook(wire.current(), allreduce_hook)
         with torch.no_grad():
             model.module.weight.fill_(1.0)
         dist.barrier()
-        start = link.restart()
+        start = wire.restart()
         model(torch.full((1, 4), float(dist.get_rank()))).sum().backward()
         hook_seconds = time.perf_counter() - start
-        wire_out = link._state["clock"].out - start
+        wire_out = wire._state["clock"].out - start
         grad = model.module.weight.grad.clone()
     return x, ring_seconds, hook_seconds, grad, wire_out
 
 
 def test_ring_and_ddp_hook_pay_the_link_and_sum_correctly():
     results = launch(_ring_and_hook, 2, args=(SLOW,), backend="gloo")
-    slow = link.parse(SLOW)
+    slow = wire.parse(SLOW)
     for x, ring_seconds, hook_seconds, grad, out in results:
         assert torch.equal(x, torch.arange(8.0) * 3)
         assert ring_seconds >= 2 * slow.wire_seconds(16)
-        assert hook_seconds >= link.ring_allreduce_seconds(slow, 32, 2)
-        assert out >= link.ring_allreduce_seconds(slow, 32, 2) - 1e-9  # the hook took the wire
+        assert hook_seconds >= wire.ring_allreduce_seconds(slow, 32, 2)
+        assert out >= wire.ring_allreduce_seconds(slow, 32, 2) - 1e-9  # the hook took the wire
         assert torch.allclose(grad, torch.full((2, 4), 0.5))  # mean of inputs 0 and 1
 
 
@@ -169,16 +169,16 @@ def test_real_link_adds_nothing():
         assert torch.equal(x, torch.arange(8.0) * 3)
         assert torch.allclose(grad, torch.full((2, 4), 0.5))
         assert carried == 0 < on_emulated
-    assert math.isinf(link.REAL.bits_per_second)
+    assert math.isinf(wire.REAL.bits_per_second)
 
 
 def _pingpong_with_late_wakeups(spec: str) -> float:
     """Before each send a rank loses 10 ms to the scheduler (a sleep stands in for it)."""
     payload = torch.ones(2500)
     other = 1 - dist.get_rank()
-    with link.active(spec):
+    with wire.active(spec):
         dist.barrier()
-        start = link.restart()
+        start = wire.restart()
         for turn in range(8):
             if turn % 2 == dist.get_rank():
                 time.sleep(0.01)
@@ -193,14 +193,14 @@ def test_a_ping_pong_with_late_wakeups_still_pays_every_wire():
     time. Whether the wake-ups hide behind the wire is the clock's arithmetic, checked
     exactly on a fake clock (`test_late_wakeups_hide_behind_the_wire_...`)."""
     elapsed = max(launch(_pingpong_with_late_wakeups, 2, args=(SLOW,), backend="gloo"))
-    assert 8 * link.parse(SLOW).wire_seconds(10_000) <= elapsed
+    assert 8 * wire.parse(SLOW).wire_seconds(10_000) <= elapsed
 
 
 def _odd_sizes_and_dtypes(spec: str) -> list:
     """Chunks whose byte counts are not multiples of 8, in several dtypes, both ways."""
     other = 1 - dist.get_rank()
     got = []
-    with link.active(spec):
+    with wire.active(spec):
         for dtype in (torch.float32, torch.int64, torch.float16, torch.uint8):
             mine = (torch.arange(13) * (dist.get_rank() + 1)).to(dtype)
             theirs = torch.empty(13, dtype=dtype)
