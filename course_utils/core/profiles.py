@@ -19,14 +19,14 @@ from .sizes import (
     DataParallelSizes,
     FailuresSizes,
     MemorySizes,
+    MeshSizes,
     ParamServerSizes,
     PipelineSizes,
     ScalingSizes,
     SgdSizes,
     SharpMinimaSizes,
+    TransformerSizes,
 )
-from .sizes_mesh import MeshSizes
-from .sizes_transformer import TransformerSizes
 
 ENV_VAR = "COURSE_PROFILE"
 

@@ -18,8 +18,7 @@ from dataclasses import asdict, dataclass, replace
 import torch
 import torch.distributed as dist
 
-from ..core.sizes_mesh import MeshSizes
-from ..core.sizes_transformer import TransformerSizes
+from ..core.sizes import MeshSizes, TransformerSizes
 from ..model_parallel.schedules import gpipe_order
 from ..network.recorder import Log, recording
 from ..parallel.pipeline import pipeline_step

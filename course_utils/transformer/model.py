@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..core.sizes_transformer import TransformerSizes
+from ..core.sizes import TransformerSizes
 
 __all__ = [
     "MLP",

@@ -9,7 +9,7 @@ the same bytes, cut in two.
 
 from __future__ import annotations
 
-from ..core.sizes_transformer import TransformerSizes
+from ..core.sizes import TransformerSizes
 
 __all__ = ["activation_bytes", "block_bytes", "layernorm_bytes_saved", "sent_per_block"]
 
