@@ -32,8 +32,12 @@ from .charts import (
     real_note,
     step_ratio,
 )
-from .exercises import check_bubble, check_gpipe_order
-from .exercises_schedules import check_interleaved_order, check_split_backward
+from .exercises import (
+    check_bubble,
+    check_gpipe_order,
+    check_interleaved_order,
+    check_split_backward,
+)
 from .pipeline import mlp, run_pipeline, serial_step
 from .schedule_bubble import measure_schedules
 from .schedule_charts import bubble_by_schedule, schedule_timelines

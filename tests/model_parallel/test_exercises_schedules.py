@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from reference import load_solution
 
-from course_utils.model_parallel.exercises_schedules import (
+from course_utils.model_parallel.exercises import (
     check_interleaved_order,
     check_split_backward,
 )
