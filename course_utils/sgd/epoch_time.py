@@ -1,4 +1,5 @@
-"""How much longer the smallest batch takes per epoch than the largest: alone, and side by side.
+"""01's batch-size sweep at one lr: how much longer the smallest batch takes per epoch than
+the largest, alone and side by side, and which batch ends worst.
 
 The report timed its batch-size sweep with 4 trials at a time. Where there are fewer cores
 than trials, a trial's time also counts the time it waited for a core: while all of them
@@ -93,4 +94,16 @@ def minibatches_process_samples_faster(minibatch, stochastic, at_least: float = 
         minibatch.samples_per_second > at_least * stochastic.samples_per_second,
         f"real clock: mini-batches process samples over {at_least:g} times faster than batch-1 SGD",
         machine,
+    )
+
+
+def largest_batch_ends_worst(test_acc: list[float], train_loss: list[float]):
+    """At one lr and one epoch budget, the largest batch ends with the sweep's lowest test
+    accuracy and highest training loss (both lists in order of batch size): it makes the
+    fewest updates, each of the same size, so its weights move least. At one *update*
+    budget the largest batch sees the most samples, and the claim fails."""
+    return verdict(
+        test_acc[-1] == min(test_acc) and train_loss[-1] == max(train_loss),
+        "at a fixed lr and epoch budget, the largest batch ends worst: test accuracy and "
+        "train loss",
     )
