@@ -6,6 +6,7 @@
 #   make site   the course as a static website in build/site, from the committed notebooks
 #   make site-test  three of its pages in Chromium, screenshotted (not part of make test)
 #   make test-start-methods  launcher tests and notebooks 00, 04, 10 under fork, forkserver, spawn
+#   make cluster-test  the multi-node commands across two network-namespace nodes (root, Linux)
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -18,7 +19,7 @@ STRESS_HOGS ?= 1
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 .PHONY: lab test lint unit notebooks stress format refresh doctor clean test-oldest browser-test \
-	site site-test test-start-methods
+	site site-test test-start-methods cluster-test
 
 # --no-compile: Python compiles each module the first time it is imported instead, so the
 # install skips the thousands of files nothing imports (about 20 s of 70 on 2 cores).
@@ -94,6 +95,14 @@ browser-test: $(STAMP) $(LAB_SETTINGS) $(BROWSER_VENV)/.installed
 # each start method (COURSE_START_METHOD), with each notebook's time beside fork's.
 test-start-methods: $(STAMP)
 	$(BIN)/python tests/start_methods.py
+
+# Several machines on one (root, Linux; not part of make test): two nodes made of network
+# namespaces at their own addresses, the README's torchrun jobs and 04's training script run
+# across them (tests/cluster/cluster_check.py says what is checked), then the same started
+# and stopped with Ctrl-C 20 s in, which must leave no namespace, link or process behind.
+cluster-test: $(STAMP)
+	$(BIN)/python tests/cluster/cluster_check.py
+	$(BIN)/python tests/cluster/cluster_check.py --only mesh --interrupt-after 20
 
 # The course as a website, built from the committed, executed notebooks without running
 # them (Sphinx, MyST-NB, the furo theme), in its own venv so that make test's stays as it is.

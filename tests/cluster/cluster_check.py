@@ -1,0 +1,268 @@
+"""`make cluster-test`: the course's multi-node commands, as the README and notebook 04 print
+them, run across two nodes made of network namespaces (`nodes`), at distinct addresses.
+
+Each job is run with one torchrun agent per node, its rendezvous at node 0's address, and
+checked as the course's tests check the loopback rehearsal: the README's `whoami` job (every
+rank on the node it claims, under that node's hostname), 04's DDP training script (every
+replica ends with the same parameters), and 11's 3D mesh (every shard equals one process,
+and only data parallel crosses the nodes). Then a job whose nodes share the machine's
+hostname, as containers on one host often do: gloo finds the address to bind to through
+the hostname, and `GLOO_SOCKET_IFNAME` is what a learner sets. Prints a line per job (pass
+or fail, seconds) and exits 1 if any failed or anything of the nodes is left behind.
+
+    python tests/cluster/cluster_check.py [--only whoami mesh ...] [--interrupt-after S]
+
+`--interrupt-after S` runs the check in a child and presses Ctrl-C (SIGINT to its process
+group) after S seconds, then checks that nothing is left: no namespace, link or file of
+the nodes, no torchrun agent or rank. Linux and root only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import nodes as netns_nodes
+import psutil
+
+REPO = Path(__file__).resolve().parents[2]
+RESULTS = "course_utils.ranks.torchrun results: "
+TIMEOUT = 300  # 8 ranks on 2 cores each import torch first: about a minute for a job
+
+
+def readme_command(marker: str) -> str:
+    """The README's bash command that mentions `marker`, continuation lines joined and the
+    trailing comment dropped: what a learner copies."""
+    blocks = re.findall(r"```bash\n(.*?)```", (REPO / "README.md").read_text(), re.S)
+    block = next(b for b in blocks if marker in b and "#SBATCH" not in b)
+    return re.sub(r"\s*#.*$", "", block.replace("\\\n", " ").strip()).strip()
+
+
+def notebook_04_commands() -> list[str]:
+    """The per-node commands notebook 04 printed for its training script, as stored."""
+    cells = json.loads((REPO / "notebooks" / "04_data_parallel_ddp.ipynb").read_text())["cells"]
+    text = "".join(
+        "".join(o.get("text", "")) for c in cells for o in c.get("outputs", []) if "text" in o
+    )
+    return [m.group(1) for m in re.finditer(r"^on node \d: (.*torchrun_train.*)$", text, re.M)]
+
+
+def run_job(node_list, per_node_commands: list[list[str]], env: dict, log_dir: Path) -> list:
+    """Each node runs its command; rank 0's results line, once every agent has ended."""
+    logs = [log_dir / f"node{n.index}.log" for n in node_list]
+    agents = []
+    for node, argv, log in zip(node_list, per_node_commands, logs, strict=True):
+        with open(log, "wb") as out:
+            to_log = {"stdout": out, "stderr": subprocess.STDOUT}
+            agents.append(subprocess.Popen(node.command(argv), env=env, cwd=REPO, **to_log))
+    deadline = time.monotonic() + TIMEOUT
+    while any(a.poll() is None for a in agents):
+        if any(a.poll() not in (None, 0) for a in agents) or time.monotonic() > deadline:
+            for a in agents:
+                a.kill()
+            break
+        time.sleep(0.2)
+    texts = [log.read_text(errors="replace") for log in logs]
+    codes = [a.wait() for a in agents]
+    for text in texts:
+        for line in text.splitlines():
+            if RESULTS in line:
+                return json.loads(line.split(RESULTS, 1)[1])
+    tails = "\n".join(
+        f"[node {n}] {line}" for n, t in enumerate(texts) for line in t.splitlines()[-15:]
+    )
+    raise RuntimeError(f"no results line; the agents exited {codes}:\n{tails}")
+
+
+def _node_env(extra: dict | None = None) -> dict:
+    """This venv first on PATH, so `python` and `torchrun` in a command are the course's."""
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    env.pop("GLOO_SOCKET_IFNAME", None)
+    return {**env, **(extra or {})}
+
+
+def _for_node(command: str, node, node0) -> list[str]:
+    cmd = command.replace("NODE0_ADDRESS", node0.address)
+    return shlex.split(re.sub(r"--node-rank=\d", f"--node-rank={node.index}", cmd))
+
+
+def check_whoami(pair, log_dir) -> str:
+    from course_utils.ranks.examples import spread_over_nodes
+
+    command = readme_command("course_utils.ranks.examples:whoami")
+    ranks = run_job(pair, [_for_node(command, n, pair[0]) for n in pair], _node_env(), log_dir)
+    hosts = {(r["node_rank"], r["host"]) for r in ranks}
+    assert spread_over_nodes(ranks, nnodes=2, per_node=4).ok, ranks
+    assert hosts == {(0, "node0"), (1, "node1")}, f"ranks' hosts: {sorted(hosts)}"
+    return f"{len(ranks)} ranks, hosts {sorted({h for _, h in hosts})}, {ranks[0]['backend']}"
+
+
+def check_ddp(pair, log_dir) -> str:
+    from course_utils.ddp import verdicts
+
+    commands = notebook_04_commands()
+    assert len(commands) == 2, f"04's stored output has {len(commands)} node commands"
+    argvs = [_for_node(c, n, pair[0]) for c, n in zip(commands, pair, strict=True)]
+    ranks = run_job(pair, argvs, _node_env(), log_dir)
+    spread, samples = verdicts.digest_spread(ranks), verdicts.samples_per_update(ranks)
+    assert spread == 0, f"the replicas' parameter digests differ by {spread}"
+    assert samples == 8 * ranks[0]["per_rank_batch"], f"{samples} samples per update"
+    return f"{len(ranks)} replicas, digests equal, {samples:g} samples per update"
+
+
+def check_mesh(pair, log_dir) -> str:
+    from course_utils.core import profiles
+    from course_utils.mesh import mesh_runs, mesh_worker
+    from course_utils.mesh import mesh_verdicts as v
+    from course_utils.transformer.model import one_process_steps
+
+    command = readme_command("course_utils.mesh.mesh_worker")
+    ranks = run_job(pair, [_for_node(command, n, pair[0]) for n in pair], _node_env(), log_dir)
+    sizes = mesh_worker._profile_mesh(profiles.current())  # what the worker trains
+    run = mesh_runs.summarize(ranks, sizes, one_process_steps(sizes.model, sizes.steps))
+    node = {r["rank"]: r["node_rank"] for r in ranks}
+    crossing = {d for d, gs in run.groups.items() for g in gs if len({node[r] for r in g}) > 1}
+    assert v.mesh_equals_one_process(run.diffs, sizes.tolerance).ok, run.diffs
+    assert crossing == {"dp"}, f"dimensions crossing the nodes: {crossing}"
+    worst = max(run.diffs.values())
+    return f"{len(ranks)} ranks equal one process (worst {worst:.1e}); only dp crosses nodes"
+
+
+def check_shared_hostname(pair, log_dir) -> str:
+    """Nodes that keep the machine's hostname, which their hosts files do not list: gloo
+    cannot resolve it, binds to loopback and tells the other node 127.0.0.1, so the ranks
+    never connect; naming the interface (GLOO_SOCKET_IFNAME) fixes it."""
+    whoami = readme_command("course_utils.ranks.examples:whoami")
+    command = re.sub(r"--nproc-per-node=\d+", "--nproc-per-node=1", whoami)
+    shared = [_SharedName(n) for n in pair]
+    argvs = [_for_node(command, n, pair[0]) for n in pair]
+    try:
+        run_job(shared, argvs, _node_env(), log_dir)
+        raise AssertionError("the job ran without its nodes' own hostnames")
+    except RuntimeError:
+        logs = "\n".join(p.read_text(errors="replace") for p in log_dir.glob("*.log"))
+    said = [_first(logs, "Unable to resolve hostname"), _first(logs, "connectFullMesh failed")]
+    assert all(said), "the job failed, but not as gloo fails to find its address"
+    per_node = [{"GLOO_SOCKET_IFNAME": n.node_end} for n in pair]
+    ranks = run_job_each_env(shared, argvs, per_node, log_dir)
+    assert len(ranks) == 2
+    return f"without it: {' ... '.join(said)}; with GLOO_SOCKET_IFNAME set: {len(ranks)} ranks ran"
+
+
+def _first(text: str, phrase: str) -> str | None:
+    """From the first line that says `phrase`: from the phrase to 110 characters on."""
+    line = next((line for line in text.splitlines() if phrase in line), None)
+    return None if line is None else line[line.index(phrase) :][:110]
+
+
+class _SharedName:
+    """A node that runs commands under the machine's own hostname."""
+
+    def __init__(self, node):
+        self.node, self.index, self.node_end = node, node.index, node.node_end
+
+    def command(self, argv):
+        return ["ip", "netns", "exec", self.node.namespace, *argv]
+
+
+def run_job_each_env(node_list, argvs, envs, log_dir) -> list:
+    """`run_job` with each node's own environment additions."""
+    wrapped = [
+        ["env", *(f"{k}={v}" for k, v in extra.items()), *argv]
+        for argv, extra in zip(argvs, envs, strict=True)
+    ]
+    return run_job(node_list, wrapped, _node_env(), log_dir)
+
+
+CHECKS = {
+    "whoami": check_whoami,
+    "ddp": check_ddp,
+    "mesh": check_mesh,
+    "hostname": check_shared_hostname,
+}
+
+
+OURS = (
+    "torch.distributed.run",
+    "-m course_utils.ranks.torchrun",
+    "-m course_utils.mesh.mesh_worker",
+)
+OURS += ("-m course_utils.ddp.torchrun_train",)  # torchrun's workers, started by `-m`
+
+
+def ours_running() -> list[str]:
+    """torchrun agents and ranks of the course still running anywhere on the machine."""
+    found = []
+    for p in psutil.process_iter(["pid", "cmdline"]):
+        line = " ".join(p.info["cmdline"] or [])
+        if any(name in line for name in OURS):
+            found.append(f"{p.info['pid']} {line[:100]}")
+    return found
+
+
+def run_checks(only: list[str]) -> int:
+    failed = []
+    with netns_nodes.Nodes(2) as pair, tempfile.TemporaryDirectory() as tmp:
+        print(f"nodes: {', '.join(f'{n.hostname} {n.address}' for n in pair)}", flush=True)
+        for name in only:
+            began = time.monotonic()
+            log_dir = Path(tmp) / name
+            log_dir.mkdir()
+            try:
+                said, ok = CHECKS[name](pair, log_dir), True
+            except (AssertionError, RuntimeError) as exc:
+                said, ok = f"{type(exc).__name__}: {exc}"[:2000], False
+            seconds = time.monotonic() - began
+            print(f"{'pass' if ok else 'FAIL'} {name} ({seconds:.0f} s): {said}", flush=True)
+            failed += [] if ok else [name]
+    left = netns_nodes.leftovers() + ours_running()
+    print(f"left behind: {left or 'nothing'}")
+    return 1 if failed or left else 0
+
+
+def interrupted_run(only: list[str], after: float) -> int:
+    """This check in a child of its own session, Ctrl-C'd after `after` s, then nothing left."""
+    child = subprocess.Popen([sys.executable, __file__, "--only", *only], start_new_session=True)
+    try:
+        child.wait(timeout=after)
+        print(f"the check ended by itself before {after:g} s: nothing was interrupted")
+        return 1
+    except subprocess.TimeoutExpired:
+        os.killpg(child.pid, signal.SIGINT)
+    code = child.wait(timeout=60)
+    deadline = time.monotonic() + 10
+    while (left := netns_nodes.leftovers() + ours_running()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    print(f"Ctrl-C after {after:g} s: the check exited {code}; left behind: {left or 'nothing'}")
+    return 1 if left else 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="+", default=list(CHECKS), choices=list(CHECKS))
+    parser.add_argument("--interrupt-after", type=float, default=None)
+    args = parser.parse_args()
+    problem = netns_nodes.unsupported()
+    if problem:
+        print(f"cluster-test: {problem}.")
+        return 1
+    if args.interrupt_after is not None:
+        return interrupted_run(args.only, args.interrupt_after)
+    try:
+        return run_checks(args.only)
+    except KeyboardInterrupt:
+        print("interrupted: the nodes and everything in them were torn down")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
