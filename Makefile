@@ -97,12 +97,13 @@ test-start-methods: $(STAMP)
 	$(BIN)/python tests/start_methods.py
 
 # Several machines on one (root, Linux; not part of make test): two nodes made of network
-# namespaces at their own addresses, the README's torchrun jobs and 04's training script run
-# across them (tests/cluster/cluster_check.py says what is checked), then the same started
-# and stopped with Ctrl-C 20 s in, which must leave no namespace, link or process behind.
+# namespaces at their own addresses, the README's torchrun jobs, 04's training script and the
+# README's SLURM script run across them (tests/cluster/cluster_check.py says what is checked;
+# it installs Debian's Slurm when missing), then all of it again, stopped with Ctrl-C a
+# minute in, which must leave no namespace, link, file or process behind.
 cluster-test: $(STAMP)
 	$(BIN)/python tests/cluster/cluster_check.py
-	$(BIN)/python tests/cluster/cluster_check.py --only mesh --interrupt-after 20
+	$(BIN)/python tests/cluster/cluster_check.py --interrupt-after 60
 
 # The course as a website, built from the committed, executed notebooks without running
 # them (Sphinx, MyST-NB, the furo theme), in its own venv so that make test's stays as it is.

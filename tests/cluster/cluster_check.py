@@ -36,14 +36,20 @@ import psutil
 
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = "course_utils.ranks.torchrun results: "
+FOLDER = "ptc-cluster-"  # the prefix of this run's temporary folder
 TIMEOUT = 300  # 8 ranks on 2 cores each import torch first: about a minute for a job
 
 
-def readme_command(marker: str) -> str:
-    """The README's bash command that mentions `marker`, continuation lines joined and the
-    trailing comment dropped: what a learner copies."""
+def readme_block(marker: str) -> str:
+    """The README's first bash block that mentions `marker`, as a learner copies it."""
     blocks = re.findall(r"```bash\n(.*?)```", (REPO / "README.md").read_text(), re.S)
-    block = next(b for b in blocks if marker in b and "#SBATCH" not in b)
+    return next(b for b in blocks if marker in b)
+
+
+def readme_command(marker: str) -> str:
+    """The README's one-command bash block that mentions `marker`, continuation lines joined
+    and the trailing comment dropped."""
+    block = readme_block(marker)
     return re.sub(r"\s*#.*$", "", block.replace("\\\n", " ").strip()).strip()
 
 
@@ -73,14 +79,22 @@ def run_job(node_list, per_node_commands: list[list[str]], env: dict, log_dir: P
         time.sleep(0.2)
     texts = [log.read_text(errors="replace") for log in logs]
     codes = [a.wait() for a in agents]
-    for text in texts:
-        for line in text.splitlines():
-            if RESULTS in line:
-                return json.loads(line.split(RESULTS, 1)[1])
+    found = results(texts)
+    if found is not None:
+        return found
     tails = "\n".join(
         f"[node {n}] {line}" for n, t in enumerate(texts) for line in t.splitlines()[-15:]
     )
     raise RuntimeError(f"no results line; the agents exited {codes}:\n{tails}")
+
+
+def results(texts: list[str]) -> list | None:
+    """What rank 0 reported for every rank, from its results line in any of `texts`."""
+    for text in texts:
+        for line in text.splitlines():
+            if RESULTS in line:
+                return json.loads(line.split(RESULTS, 1)[1])
+    return None
 
 
 def _node_env(extra: dict | None = None) -> dict:
@@ -120,13 +134,18 @@ def check_ddp(pair, log_dir) -> str:
 
 
 def check_mesh(pair, log_dir) -> str:
+    command = readme_command("course_utils.mesh.mesh_worker")
+    ranks = run_job(pair, [_for_node(command, n, pair[0]) for n in pair], _node_env(), log_dir)
+    return _judged_mesh(ranks)
+
+
+def _judged_mesh(ranks: list) -> str:
+    """Every shard equals one process's slice, and only data parallel crosses the nodes."""
     from course_utils.core import profiles
     from course_utils.mesh import mesh_runs, mesh_worker
     from course_utils.mesh import mesh_verdicts as v
     from course_utils.transformer.model import one_process_steps
 
-    command = readme_command("course_utils.mesh.mesh_worker")
-    ranks = run_job(pair, [_for_node(command, n, pair[0]) for n in pair], _node_env(), log_dir)
     sizes = mesh_worker._profile_mesh(profiles.current())  # what the worker trains
     run = mesh_runs.summarize(ranks, sizes, one_process_steps(sizes.model, sizes.steps))
     node = {r["rank"]: r["node_rank"] for r in ranks}
@@ -135,6 +154,25 @@ def check_mesh(pair, log_dir) -> str:
     assert crossing == {"dp"}, f"dimensions crossing the nodes: {crossing}"
     worst = max(run.diffs.values())
     return f"{len(ranks)} ranks equal one process (worst {worst:.1e}); only dp crosses nodes"
+
+
+def check_slurm(pair, log_dir) -> str:
+    """The README's sbatch script, verbatim, on a real Slurm whose nodes are the namespaces:
+    srun starts one torchrun agent per node, which meet at the first node's hostname."""
+    import slurm
+
+    job = log_dir / "job"
+    job.mkdir()
+    (job / "mesh3d.sh").write_text(readme_block("#SBATCH"))
+    with slurm.Slurm(pair, log_dir / "slurm") as env:
+        submit = pair[0].command(["sh", "-c", f"cd {job} && exec sbatch --wait mesh3d.sh"])
+        env = {**_node_env(), "SLURM_CONF": env["SLURM_CONF"]}
+        done = subprocess.run(submit, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+    out = "\n".join(p.read_text(errors="replace") for p in job.glob("slurm-*.out"))
+    assert done.returncode == 0, f"sbatch exited {done.returncode}: {done.stderr} {out[-1500:]}"
+    ranks = results([out])
+    assert ranks is not None, f"the job printed no results line: {out[-1500:]}"
+    return f"{done.stdout.strip()}: " + _judged_mesh(ranks)
 
 
 def check_shared_hostname(pair, log_dir) -> str:
@@ -188,6 +226,7 @@ CHECKS = {
     "ddp": check_ddp,
     "mesh": check_mesh,
     "hostname": check_shared_hostname,
+    "slurm": check_slurm,
 }
 
 
@@ -197,6 +236,8 @@ OURS = (
     "-m course_utils.mesh.mesh_worker",
 )
 OURS += ("-m course_utils.ddp.torchrun_train",)  # torchrun's workers, started by `-m`
+OURS += (f"/{FOLDER}",)  # munged, named by its socket in our folder
+DAEMONS = ("slurmctld", "slurmd", "slurmstepd")  # ours when their SLURM_CONF is in our folder
 
 
 def ours_running() -> list[str]:
@@ -204,14 +245,29 @@ def ours_running() -> list[str]:
     found = []
     for p in psutil.process_iter(["pid", "cmdline"]):
         line = " ".join(p.info["cmdline"] or [])
-        if any(name in line for name in OURS):
+        if any(name in line for name in OURS) or _our_daemon(p):
             found.append(f"{p.info['pid']} {line[:100]}")
     return found
 
 
+def everything_left() -> list[str]:
+    """Namespaces, links, files, folders and processes of ours that still exist."""
+    folders = [str(p) for p in Path(tempfile.gettempdir()).glob(f"{FOLDER}*")]
+    return netns_nodes.leftovers() + ours_running() + [f"folder {f}" for f in folders]
+
+
+def _our_daemon(process) -> bool:
+    try:
+        conf = process.environ().get("SLURM_CONF", "") if process.name() in DAEMONS else ""
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return False
+    return f"/{FOLDER}" in conf
+
+
 def run_checks(only: list[str]) -> int:
     failed = []
-    with netns_nodes.Nodes(2) as pair, tempfile.TemporaryDirectory() as tmp:
+    # the nodes end first, and every process in them, then their folder goes
+    with tempfile.TemporaryDirectory(prefix=FOLDER) as tmp, netns_nodes.Nodes(2) as pair:
         print(f"nodes: {', '.join(f'{n.hostname} {n.address}' for n in pair)}", flush=True)
         for name in only:
             began = time.monotonic()
@@ -224,7 +280,7 @@ def run_checks(only: list[str]) -> int:
             seconds = time.monotonic() - began
             print(f"{'pass' if ok else 'FAIL'} {name} ({seconds:.0f} s): {said}", flush=True)
             failed += [] if ok else [name]
-    left = netns_nodes.leftovers() + ours_running()
+    left = everything_left()
     print(f"left behind: {left or 'nothing'}")
     return 1 if failed or left else 0
 
@@ -240,10 +296,29 @@ def interrupted_run(only: list[str], after: float) -> int:
         os.killpg(child.pid, signal.SIGINT)
     code = child.wait(timeout=60)
     deadline = time.monotonic() + 10
-    while (left := netns_nodes.leftovers() + ours_running()) and time.monotonic() < deadline:
+    while (left := everything_left()) and time.monotonic() < deadline:
         time.sleep(0.2)
     print(f"Ctrl-C after {after:g} s: the check exited {code}; left behind: {left or 'nothing'}")
     return 1 if left else 0
+
+
+def install_slurm() -> bool:
+    """Slurm and munge from Debian's packages, if they are not here yet; a daemon the
+    install started (none does without systemd) is stopped before ours start."""
+    import slurm
+
+    if slurm.missing():
+        print(f"installing {' '.join(slurm.PACKAGES)} (apt-get)", flush=True)
+        quiet = {"stdout": subprocess.DEVNULL}
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        subprocess.run(["apt-get", "update", "-qq"], env=env, **quiet)
+        install = ["apt-get", "install", "-y", "-qq", *slurm.PACKAGES]
+        if subprocess.run(install, env=env, **quiet).returncode != 0 or slurm.missing():
+            print("cluster-test: could not install Slurm; install it, or run --only without slurm")
+            return False
+        for name in (*slurm.DAEMONS, "munged"):  # what the install may have started
+            subprocess.run(["pkill", "-x", name], capture_output=True)
+    return True
 
 
 def main() -> int:
@@ -254,6 +329,8 @@ def main() -> int:
     problem = netns_nodes.unsupported()
     if problem:
         print(f"cluster-test: {problem}.")
+        return 1
+    if "slurm" in args.only and not install_slurm():
         return 1
     if args.interrupt_after is not None:
         return interrupted_run(args.only, args.interrupt_after)

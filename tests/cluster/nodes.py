@@ -24,6 +24,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -132,11 +133,16 @@ def teardown() -> None:
     skipped, so it is safe to call at any moment and more than once."""
     spaces = [line.split()[0] for line in _ip("netns", "list").stdout.splitlines() if line]
     for space in (s for s in spaces if s.startswith(PREFIX)):
-        for pid in _ip("netns", "pids", space, check=False).stdout.split():
-            try:
-                os.kill(int(pid), signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        deadline = time.monotonic() + 10  # a killed process may still write as it goes
+        while (pids := _ip("netns", "pids", space, check=False).stdout.split()) and (
+            time.monotonic() < deadline
+        ):
+            for pid in pids:
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.05)
         _ip("netns", "del", space, check=False)  # takes the node's veth end and its pair
     for item in leftovers():
         kind, name = item.split(" ", 1)
