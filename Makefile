@@ -21,12 +21,10 @@ ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 .PHONY: lab test lint unit notebooks stress format refresh doctor clean test-oldest browser-test \
 	site site-test test-start-methods cluster-test
 
-# --no-compile: Python compiles each module the first time it is imported instead, so the
-# install skips the thousands of files nothing imports (about 20 s of 70 on 2 cores).
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade "pip>=23"
-	$(BIN)/python -m pip install --quiet --no-compile -e ".[dev]"
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	@touch $(STAMP)
 
 # JupyterLab's settings for the course: widget state saved with the notebook, so that a
