@@ -94,14 +94,15 @@ browser-test: $(STAMP) $(LAB_SETTINGS) $(BROWSER_VENV)/.installed
 test-start-methods: $(STAMP)
 	$(BIN)/python tests/start_methods.py
 
-# Several machines on one (root, Linux; not part of make test): two nodes made of network
-# namespaces at their own addresses, the README's torchrun jobs, 04's training script and the
-# README's SLURM script run across them (tests/cluster/cluster_check.py says what is checked;
-# it installs Debian's Slurm when missing), then all of it again, stopped with Ctrl-C a
-# minute in, which must leave no namespace, link, file or process behind.
+# Several machines on one (root, Linux; not part of make test): nodes made of network
+# namespaces at their own addresses; the README's torchrun jobs, 04's training script and the
+# README's SLURM script run across two of them, and the all-reduce algorithms on 2 to 8 of
+# them behind shaped links against the simulator (tests/cluster/cluster_check.py says what
+# is checked; it installs Debian's Slurm when missing). First the checks are stopped with
+# Ctrl-C a minute in, which must leave no namespace, link, file or process behind.
 cluster-test: $(STAMP)
-	$(BIN)/python tests/cluster/cluster_check.py
 	$(BIN)/python tests/cluster/cluster_check.py --interrupt-after 60
+	$(BIN)/python tests/cluster/cluster_check.py
 
 # The course as a website, built from the committed, executed notebooks without running
 # them (Sphinx, MyST-NB, the furo theme), in its own venv so that make test's stays as it is.

@@ -221,6 +221,60 @@ def run_job_each_env(node_list, argvs, envs, log_dir) -> list:
     return run_job(node_list, wrapped, _node_env(), log_dir)
 
 
+RATE_MBIT = 100  # each node's link, each way: slow enough that the wire sets the time
+TOLERANCE = 0.3  # design.md's target for the simulator against the real link
+CPU_SHARE = 0.25  # a run whose busiest rank computed longer than this share is not judged
+
+
+def _torchrun(node_list, target: str) -> list[list[str]]:
+    """Each node's torchrun command for `course_utils.ranks.torchrun TARGET`, one rank each."""
+    common = f"--nnodes={len(node_list)} --nproc-per-node=1 --master-addr={node_list[0].address}"
+    rest = ["--master-port=29500", "-m", "course_utils.ranks.torchrun", target, "--backend=gloo"]
+    run = ["python", "-m", "torch.distributed.run", *common.split()]
+    return [[*run, f"--node-rank={n.index}", *rest] for n in node_list]
+
+
+def check_simulator(log_dir) -> str:
+    """The simulator against real, wire-bound runs: one rank per node, every node's link
+    shaped to RATE_MBIT each way, so the wire, not the cores, sets the time. The simulator
+    is set as `this-machine` sets it, from point-to-point probes between two of the nodes
+    (alpha, the one-way rate and the rate each way while both are busy), never from the
+    rows it is compared with; each row is the fastest of the repeats on each clock."""
+    import sim_worker
+
+    from course_utils.allreduce.runs import time_allreduce
+    from course_utils.network.fit import fit_link_terms
+
+    rows = []
+    with netns_nodes.Nodes(8, rate_mbit=RATE_MBIT) as eight:
+        probe = run_job(eight[:2], _torchrun(eight[:2], PROBE), _node_env(), log_dir)[0]
+        terms = fit_link_terms(sim_worker.PROBE_BYTES, probe)
+        link = terms.link()
+        print(f"simulator set to the probes between two nodes: {terms.as_row()}", flush=True)
+        for n in (2, 4, 8):
+            real = run_job(eight[:n], _torchrun(eight[:n], TIMED), _node_env(), log_dir)[0]
+            names = sim_worker.algorithms_for(n)
+            sizes = sim_worker.SIZES
+            simulated = time_allreduce(n, sizes, sim_worker.REPEATS, tuple(names), link=link)
+            for name in names:
+                for k, size in enumerate(sizes):
+                    wall, cpu = real[f"{name} {size}"]
+                    rows.append((name, n, size, wall, cpu, simulated[name][k]))
+    judged = [r for r in rows if r[4] <= CPU_SHARE * r[3]]
+    within = [r for r in judged if abs(r[5] / r[3] - 1) <= TOLERANCE]
+    for name, n, size, wall, cpu, sim in rows:
+        mark = "not judged" if cpu > CPU_SHARE * wall else f"{sim / wall:.2f}x"
+        line = f"  {name:>16} N={n} {size >> 20} MiB: real {wall:.3f} s (cpu {cpu:.3f} s), "
+        print(f"{line}simulated {sim:.3f} s: {mark}", flush=True)
+    summary = f"{len(within)} of {len(judged)} judged rows within {TOLERANCE:.0%}"
+    summary += f", {len(rows) - len(judged)} of {len(rows)} not judged"
+    assert len(within) == len(judged) and len(rows) - len(judged) <= 2, summary
+    return summary
+
+
+PROBE = "tests/cluster/sim_worker.py:link_probe"
+TIMED = "tests/cluster/sim_worker.py:time_algorithms"
+
 CHECKS = {
     "whoami": check_whoami,
     "ddp": check_ddp,
@@ -264,22 +318,33 @@ def _our_daemon(process) -> bool:
     return f"/{FOLDER}" in conf
 
 
+def _one_check(name: str, check, folder: Path) -> bool:
+    began = time.monotonic()
+    log_dir = folder / name
+    log_dir.mkdir()
+    try:
+        said, ok = check(log_dir), True
+    except (AssertionError, RuntimeError) as exc:
+        said, ok = f"{type(exc).__name__}: {exc}"[:2000], False
+    print(
+        f"{'pass' if ok else 'FAIL'} {name} ({time.monotonic() - began:.0f} s): {said}", flush=True
+    )
+    return ok
+
+
 def run_checks(only: list[str]) -> int:
     failed = []
     # the nodes end first, and every process in them, then their folder goes
-    with tempfile.TemporaryDirectory(prefix=FOLDER) as tmp, netns_nodes.Nodes(2) as pair:
-        print(f"nodes: {', '.join(f'{n.hostname} {n.address}' for n in pair)}", flush=True)
-        for name in only:
-            began = time.monotonic()
-            log_dir = Path(tmp) / name
-            log_dir.mkdir()
-            try:
-                said, ok = CHECKS[name](pair, log_dir), True
-            except (AssertionError, RuntimeError) as exc:
-                said, ok = f"{type(exc).__name__}: {exc}"[:2000], False
-            seconds = time.monotonic() - began
-            print(f"{'pass' if ok else 'FAIL'} {name} ({seconds:.0f} s): {said}", flush=True)
-            failed += [] if ok else [name]
+    with tempfile.TemporaryDirectory(prefix=FOLDER) as tmp:
+        on_two = [name for name in only if name in CHECKS]
+        if on_two:
+            with netns_nodes.Nodes(2) as pair:
+                print(f"nodes: {', '.join(f'{n.hostname} {n.address}' for n in pair)}")
+                for name in on_two:
+                    check = lambda log_dir, name=name: CHECKS[name](pair, log_dir)  # noqa: E731
+                    failed += [] if _one_check(name, check, Path(tmp)) else [name]
+        if "simulator" in only and not _one_check("simulator", check_simulator, Path(tmp)):
+            failed.append("simulator")
     left = everything_left()
     print(f"left behind: {left or 'nothing'}")
     return 1 if failed or left else 0
@@ -323,7 +388,8 @@ def install_slurm() -> bool:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", nargs="+", default=list(CHECKS), choices=list(CHECKS))
+    every = [*CHECKS, "simulator"]
+    parser.add_argument("--only", nargs="+", default=every, choices=every)
     parser.add_argument("--interrupt-after", type=float, default=None)
     args = parser.parse_args()
     problem = netns_nodes.unsupported()
