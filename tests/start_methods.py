@@ -85,6 +85,9 @@ def main() -> int:
         for nb, row in r["notebooks"].items():
             cells = sorted(row.get("cell_seconds", {}).items(), key=lambda kv: -kv[1])[:3]
             print(f"{m} {nb}: slowest cells " + ", ".join(f"{c}: {t:.0f} s" for c, t in cells))
+            if not row.get("ok"):  # what failed, as `course_utils run` saw it
+                why = {k: row.get(k) for k in ("error", "failed_verdicts", "not_judged")}
+                print(f"{m} {nb} FAILED: {why}")
     print(
         f"target: forkserver within {FORKSERVER_TARGET}x of fork: "
         f"{'met' if not missed else 'missed (' + '; '.join(missed) + ')'}"
