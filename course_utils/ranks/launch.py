@@ -95,6 +95,8 @@ def launch(
         backend = rank_setup.resolve_backend(backend, world_size)
         payload = _pickle_payload(fn, args, kwargs)
         ctx = processes.context(start_method, backend)  # the first call waits for imports
+        for stream in (sys.stdout, sys.stderr):  # in a kernel, waits for its output thread
+            stream.flush()
     except KeyboardInterrupt as interrupt:  # no frames of the launcher
         raise Stopped(str(interrupt) or BEFORE_RANKS) from None
     method = ctx.get_start_method()
@@ -109,8 +111,6 @@ def launch(
         allow_failures=allow_failures,
         threads=rank_setup.threads_for(world_size, method),
     )
-    for stream in (sys.stdout, sys.stderr):
-        stream.flush()
     ranks: list[RankHandle] = []
     interrupted, workdir = False, None
 
