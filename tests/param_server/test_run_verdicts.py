@@ -18,6 +18,15 @@ SMALL = {"hidden": 16, "batch_size": 16, "worker_timeout": 2.0, "timeout": 30.0}
 # gradients within 60 updates (with fast workers that do not pause, an idle machine ran all
 # 60 before the straggler's first 0.1 s gradient arrived)
 STRAGGLER = (0.005, 0.005, 0.05)
+# for the time verdict the straggler pauses 100 ms, so that the synchronous run's 10 rounds
+# (1 s) stay over twice the asynchronous one's even when a busy machine slows the fast
+# workers (3.1x with 50 ms beside three busy loops on 2 cores, 5x idle). The world without
+# a straggler: every worker as slow as it. The pauses, not the machine, then set both times
+# (10 rounds of 100 ms against 10 gradients of 100 ms per worker), within 2x of each other
+# however busy the machine is; with no pauses both runs took 0.05-0.1 s and a busy CI
+# machine's scheduling set the ratio (2.07x once)
+SLOW_STRAGGLER = (0.005, 0.005, 0.1)
+EQUAL = (0.1, 0.1, 0.1)
 
 
 @pytest.fixture(scope="module")
@@ -60,10 +69,12 @@ def test_staleness_verdicts_fail_on_the_other_mode_and_without_a_straggler(mnist
 
 
 def test_a_straggler_slows_the_synchronous_server_only_when_there_is_one(mnist, capsys):
-    slow_sync = _run(mnist, "sync", 10, delays=STRAGGLER)
-    slow_async = _run(mnist, "async", 30, delays=STRAGGLER)
+    slow_sync = _run(mnist, "sync", 10, delays=SLOW_STRAGGLER)
+    slow_async = _run(mnist, "async", 30, delays=SLOW_STRAGGLER)
     assert verdicts.straggler_slows_sync(slow_sync, slow_async)
-    assert not verdicts.straggler_slows_sync(_run(mnist, "sync", 10), _run(mnist, "async", 30))
+    equal_sync = _run(mnist, "sync", 10, delays=EQUAL)
+    equal_async = _run(mnist, "async", 30, delays=EQUAL)
+    assert not verdicts.straggler_slows_sync(equal_sync, equal_async)
     assert "✗ with a straggler, the synchronous server" in capsys.readouterr().out
 
 
