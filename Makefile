@@ -45,8 +45,10 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# -p no:nbval: the plugin imports nbformat, whose jsonschema compiles 38 grammars (1.8 s) in
+# the controller and every worker; the unit tests run no notebook through it.
 unit: $(STAMP)
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --durations=15 tests
+	$(BIN)/python -m pytest -p no:nbval -n $(PYTEST_WORKERS) --dist loadfile --durations=15 tests
 
 # One notebook at a time: they measure timings, and each uses both cores.
 notebooks: $(STAMP)
@@ -63,7 +65,7 @@ test-oldest:
 	$(OLDEST_VENV)/bin/python -m pip install --quiet --upgrade "pip>=23"
 	$(OLDEST_VENV)/bin/python -m pip install --quiet $(OLDEST_PAIR) -e ".[dev]"
 	$(OLDEST_VENV)/bin/python -c "import torch, torchvision; print('oldest pair:', torch.__version__, torchvision.__version__)"
-	$(OLDEST_VENV)/bin/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --durations=15 tests
+	$(OLDEST_VENV)/bin/python -m pytest -p no:nbval -n $(PYTEST_WORKERS) --dist loadfile --durations=15 tests
 
 # Does `make test` hold on a busy machine? Real-clock verdicts may say "not judged"; no other may flip.
 stress: $(STAMP)

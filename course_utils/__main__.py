@@ -8,7 +8,6 @@ import json
 import sys
 
 from .core.errors import CourseError
-from .course import benchmarks as bench_modules
 
 
 def doctor(args) -> int:
@@ -126,7 +125,10 @@ def plan_command(args) -> int:
     return plan_cli.run(args)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser; `command` (argv's first word) names the one whose arguments are
+    built, since finding the benchmarks imports every chapter and grade's imports nbformat
+    (whose jsonschema compiles 38 grammars): 2-3 s that `doctor` and `data` need not pay."""
     parser = argparse.ArgumentParser(prog="python -m course_utils", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -134,12 +136,8 @@ def build_parser() -> argparse.ArgumentParser:
     doc.add_argument("--json", action="store_true", help="print one JSON object")
 
     b = sub.add_parser("bench", help="run a benchmark and print its figures")
-    bsub = b.add_subparsers(dest="bench", required=True)
-    for name, module in bench_modules.modules().items():
-        p = bsub.add_parser(name, help=module.HELP)
-        module.add_arguments(p)
-        p.add_argument("--json", action="store_true", help="print one JSON object")
-        p.set_defaults(bench_module=module)
+    if command in (None, "bench"):
+        _add_benchmarks(b)
 
     d = sub.add_parser("data", help="prepare a dataset in data/ (cifar10 downloads 163 MB)")
     d.add_argument("dataset", choices=["mnist1d", "cifar10"])
@@ -167,14 +165,26 @@ def build_parser() -> argparse.ArgumentParser:
         help="fail if a cell not marked NBVAL_IGNORE_OUTPUT shows something other than before",
     )
     g = sub.add_parser("grade", help="run every exercise's checker and print a grade")
-    from .course.grade import add_arguments
+    if command in (None, "grade"):
+        from .course.grade import add_arguments
 
-    add_arguments(g)
+        add_arguments(g)
     rel = sub.add_parser(
         "release", help="write a copy for learners: no solutions, exercises cleared"
     )
     rel.add_argument("directory", help="a new or empty folder outside the repository")
     return parser
+
+
+def _add_benchmarks(bench_parser) -> None:
+    from .course import benchmarks
+
+    bsub = bench_parser.add_subparsers(dest="bench", required=True)
+    for name, module in benchmarks.modules().items():
+        p = bsub.add_parser(name, help=module.HELP)
+        module.add_arguments(p)
+        p.add_argument("--json", action="store_true", help="print one JSON object")
+        p.set_defaults(bench_module=module)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -185,7 +195,9 @@ def main(argv: list[str] | None = None) -> int:
     except NativeWindows as exc:
         print(f"python -m course_utils: {exc}", file=sys.stderr)
         return 1
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    command = next((word for word in argv if not word.startswith("-")), None)
+    parser = build_parser(command)
     args = parser.parse_args(argv)
     handlers = {
         "doctor": doctor,
