@@ -19,14 +19,12 @@ from .sizes import (
     DataParallelSizes,
     FailuresSizes,
     MemorySizes,
-    MeshSizes,
     ParamServerSizes,
-    PipelineSizes,
     ScalingSizes,
     SgdSizes,
     SharpMinimaSizes,
-    TransformerSizes,
 )
+from .sizes_model_parallel import MeshSizes, PipelineSizes, TransformerSizes
 
 ENV_VAR = "COURSE_PROFILE"
 

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, replace
 import torch
 import torch.distributed as dist
 
-from ..core.sizes import MeshSizes, TransformerSizes
+from ..core.sizes_model_parallel import MeshSizes, TransformerSizes
 from ..model_parallel.schedules import gpipe_order
 from ..network.recorder import Log, recording
 from ..parallel.pipeline import pipeline_step

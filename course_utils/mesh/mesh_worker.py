@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _profile_mesh(profile):
     """The profile's mesh sizes (its `mesh` field), or the defaults until it has one."""
-    from ..core.sizes import MeshSizes
+    from ..core.sizes_model_parallel import MeshSizes
 
     return getattr(profile, "mesh", None) or MeshSizes()
 

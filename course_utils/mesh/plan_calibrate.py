@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 import torch
 import torch.distributed as dist
 
-from ..core.sizes import TransformerSizes
+from ..core.sizes_model_parallel import TransformerSizes
 from ..memory.peak import allocated_during
 from ..network.fabric import Link
 from ..ranks.launch import launch

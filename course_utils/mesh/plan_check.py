@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 
 from ..core import progress
 from ..core.checks import Verdict, verdict
-from ..core.sizes import MeshSizes, TransformerSizes
+from ..core.sizes_model_parallel import MeshSizes, TransformerSizes
 from ..core.timing_claims import timing_claim
 from ..network.fabric import parse
 from .plan_calibrate import calibrate, planner_cluster, planner_model

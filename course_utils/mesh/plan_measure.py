@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 import torch
 import torch.distributed as dist
 
-from ..core.sizes import MeshSizes
+from ..core.sizes_model_parallel import MeshSizes
 from ..memory.peak import peak_bytes_during
 from ..network import wire
 from ..ranks.launch import launch

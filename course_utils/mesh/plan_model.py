@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..core.sizes import TransformerSizes
+from ..core.sizes_model_parallel import TransformerSizes
 from ..network.fabric import PRESETS, Link, parse
 
 __all__ = [

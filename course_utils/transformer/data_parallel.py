@@ -24,7 +24,7 @@ import torch.distributed as dist
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
 from ..core import progress
-from ..core.sizes import TransformerSizes
+from ..core.sizes_model_parallel import TransformerSizes
 from ..parallel.data_parallel import DataParallel
 from ..parallel.renamed import all_gather_single, reduce_scatter_single
 from ..ranks.bootstrap import device, synchronize

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..core.sizes import TransformerSizes
+from ..core.sizes_model_parallel import TransformerSizes
 
 __all__ = [
     "MLP",

@@ -9,7 +9,7 @@ the same bytes, cut in two.
 
 from __future__ import annotations
 
-from ..core.sizes import TransformerSizes
+from ..core.sizes_model_parallel import TransformerSizes
 
 __all__ = ["activation_bytes", "block_bytes", "layernorm_bytes_saved", "sent_per_block"]
 

@@ -17,7 +17,7 @@ import torch.distributed as dist
 from torch import nn
 
 from ..core import progress
-from ..core.sizes import TransformerSizes
+from ..core.sizes_model_parallel import TransformerSizes
 from ..memory.peak import allocated_during
 from ..ranks.bootstrap import device, synchronize
 from ..ranks.launch import launch

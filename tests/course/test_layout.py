@@ -59,17 +59,10 @@ def _folder(module: str) -> str | None:
     return parts[1] if len(parts) > 1 and (PACKAGE / parts[1]).is_dir() else None
 
 
-# Longer than MAX_LINES because they are one idea each, split once only to meet the cap
-# (issue #38): every chapter's sizes, one dataclass each, side by side.
-ONE_IDEA = {"course_utils.core.sizes"}
-CEILING = 400  # not even those
-
-
 def test_no_module_is_longer_than_300_lines():
     lines = {name: len(path.read_text().splitlines()) for name, path in _modules().items()}
-    long = {name: n for name, n in lines.items() if n > MAX_LINES and name not in ONE_IDEA}
+    long = {name: n for name, n in lines.items() if n > MAX_LINES}
     assert not long, f"split these modules: {long}"
-    assert all(lines[name] <= CEILING for name in ONE_IDEA), {n: lines[n] for n in ONE_IDEA}
 
 
 def test_no_import_cycle_at_module_level():

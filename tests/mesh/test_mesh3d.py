@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from course_utils.core.sizes import MeshSizes
+from course_utils.core.sizes_model_parallel import MeshSizes
 from course_utils.mesh import groups, mesh_charts, mesh_runs
 from course_utils.mesh import mesh_verdicts as v
 from course_utils.mesh.mesh3d import stage_model

@@ -13,7 +13,7 @@ from dataclasses import replace
 
 import pytest
 
-from course_utils.core.sizes import MeshSizes
+from course_utils.core.sizes_model_parallel import MeshSizes
 from course_utils.mesh import mesh_runs, mesh_worker
 from course_utils.mesh import mesh_verdicts as v
 from course_utils.ranks.examples import spread_over_nodes

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from course_utils.core.sizes import MeshSizes
+from course_utils.core.sizes_model_parallel import MeshSizes
 from course_utils.mesh import groups, mesh_runs
 from course_utils.mesh import mesh_verdicts as v
 

@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 
 from course_utils.__main__ import main
-from course_utils.core.sizes import MeshSizes, TransformerSizes
+from course_utils.core.sizes_model_parallel import MeshSizes, TransformerSizes
 from course_utils.mesh import plan_check
 from course_utils.mesh.plan_check import LayoutCheck, PlannerCheck, planner_verdicts, targets
 from course_utils.mesh.plan_check_charts import planner_vs_runs

@@ -73,7 +73,7 @@ def test_presets_have_their_published_sizes():
 
 
 def test_course_preset_counts_the_notebook_10_model():
-    from course_utils.core.sizes import TransformerSizes
+    from course_utils.core.sizes_model_parallel import TransformerSizes
     from course_utils.transformer.model import build
 
     sizes = TransformerSizes()

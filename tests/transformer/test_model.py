@@ -8,7 +8,7 @@ import math
 import torch
 from torch import nn
 
-from course_utils.core.sizes import TransformerSizes
+from course_utils.core.sizes_model_parallel import TransformerSizes
 from course_utils.transformer import model as M
 
 SIZES = TransformerSizes(vocab=16, width=16, heads=4, blocks=2, seq_len=8, batch=2, steps=3)

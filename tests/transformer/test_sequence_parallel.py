@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch.distributed as dist
 
-from course_utils.core.sizes import TransformerSizes
+from course_utils.core.sizes_model_parallel import TransformerSizes
 from course_utils.ranks.launch import launch
 from course_utils.transformer import model as M
 from course_utils.transformer import tp_formulas, tp_runs

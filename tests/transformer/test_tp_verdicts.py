@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from course_utils.core.sizes import TransformerSizes
+from course_utils.core.sizes_model_parallel import TransformerSizes
 from course_utils.transformer import tp_charts, tp_formulas, tp_runs
 from course_utils.transformer import tp_verdicts as v
 from course_utils.transformer.tp_runs import MemoryRun
