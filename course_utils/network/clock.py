@@ -5,9 +5,12 @@ busy 2-core laptop can wait a whole scheduler tick for a core) add to the next m
 and a ring's 2(N-1) dependent steps would add them all up. So each rank keeps a
 *virtual* clock: it advances by the rank's own CPU time (its compute, as if it had a core
 to itself) and by the wire times of the messages it sends and receives, and each message
-carries the time its last byte arrives. The data moves for real at once; the rank then
-sleeps until its virtual clock, so real work of up to a wire time hides behind the wire,
-as the transfer itself would on a real network card.
+carries the time its last byte arrives. The data moves for real at once. A *lagging*
+clock then sleeps until its virtual time, so real work of up to a wire time hides behind
+the wire, as the transfer itself would on a real network card, and ranks that race on
+the real clock (workers sending to a server) arrive in the order their wires would have
+them arrive. A purely *virtual* clock does not sleep: a timing of an algorithm whose
+messages wait only for each other reads nothing but the clocks.
 
 The clock counts the rank's own work (its compute, the reduction's adds), never the CPU
 spent by the simulator itself or inside gloo moving the bytes (`not_counted`): the
@@ -19,6 +22,7 @@ stretches the part of a message that arrives while the rank's own send is on the
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
 import time
 
@@ -91,10 +95,14 @@ class Clock:
             self._cpu[threading.get_ident()] = time.thread_time()
 
     def wait_until(self, moment: float) -> None:
-        """This rank is busy until `moment` (its virtual time): sleep until the real one."""
+        """This rank is busy until `moment` (its virtual time). A lagging clock sleeps until
+        the real one, since what the rank does next may race other ranks on the real clock
+        (which gradient reaches a server first). A purely virtual clock goes on at once:
+        none of its times reads the real clock, so a sleep would change none of them and
+        only make the learner wait."""
         self.now = max(self.now, moment)
         left = self.now - time.perf_counter()
-        if left > 0:
+        if left > 0 and not math.isinf(self.lag):
             time.sleep(left)
         self._cpu[threading.get_ident()] = time.thread_time()  # sleeping is not compute
 

@@ -4,7 +4,8 @@ On a laptop the ranks share a few cores, so a timing measures mostly the OS sche
 On a cluster each rank has its own cores and waiting for the network costs no compute.
 This module makes the laptop behave like that, as `tc netem` would (which needs root):
 the data moves for real through gloo, and each message's wire time, alpha + bytes /
-bandwidth, is added as a *sleep*: N ranks on 2 cores wait like N machines on a network.
+bandwidth, is charged on the rank's clock and, where ranks race on the real clock, slept
+as well: N ranks on 2 cores wait like N machines on a network (`clock`).
 
 Each rank has one link (`fabric`: full duplex unless fitted otherwise). Messages it sends
 queue on its way out (a send waits until the wire has carried every earlier one), and
@@ -49,7 +50,8 @@ def active(link: Link | str | None, virtual: bool = False):
     """Inside a rank: make the course's sends pay `link`'s wire time, on fresh wires.
 
     `virtual`: time is this rank's CPU time plus the wire, never the real time it spent
-    descheduled (for compute measured as if every rank had a core of its own; see `now`).
+    descheduled (for compute measured as if every rank had a core of its own; see `now`),
+    and no rank sleeps its wire time: for code whose messages wait only for each other.
     'auto' is decided here for this process group's size and backend (`fabric.resolve`).
     """
     previous = _state["link"], _state["clock"]

@@ -99,6 +99,16 @@ def test_a_virtual_clock_counts_cpu_time_not_time_spent_descheduled(fake_time):
     assert lagged.advance() == pytest.approx(fake_time.real - link_clock.LAG, abs=1e-12)
 
 
+def test_a_virtual_clock_times_a_ping_pong_like_a_lagging_one_without_sleeping_it(fake_time):
+    """Eight messages: the same time on both clocks, but only the lagging one waits it out
+    on the real clock (a race on it may matter there); the virtual one goes on at once."""
+    start = fake_time.real
+    assert _ping_pong(fake_time, math.inf, late=0.0) == pytest.approx(8 * WIRE, abs=1e-12)
+    assert fake_time.real == start
+    assert _ping_pong(fake_time, link_clock.LAG, late=0.0) == pytest.approx(8 * WIRE, abs=1e-12)
+    assert fake_time.real == pytest.approx(start + 8 * WIRE, abs=1e-12)
+
+
 def test_a_message_that_arrives_while_the_rank_sends_is_slowed_on_a_shared_link(fake_time):
     """An exchange on a link whose directions share the rank (slowdown 1.5): the part of
     the incoming message that overlaps the outgoing one takes 1.5 times as long."""
