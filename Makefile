@@ -25,7 +25,7 @@ ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 	site site-test test-start-methods cluster-test
 
 # pip compiles no bytecode (--no-compile): compiling every module of torch, its CUDA
-# libraries' wrappers and Jupyter took 20 s of a 70 s install, where the modules a run
+# libraries' wrappers and Jupyter took 24 s of a 72-87 s install, where the modules a run
 # imports compile in 4 s the first time. So make lets Python write that bytecode even
 # where the environment says not to: otherwise every process would compile torch anew.
 unexport PYTHONDONTWRITEBYTECODE

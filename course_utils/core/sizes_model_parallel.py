@@ -5,6 +5,7 @@ defaults are the `cpu` profile's, and a profile in `profiles` overrides what it 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 
@@ -104,7 +105,4 @@ class MeshSizes:
 
     @property
     def world_size(self) -> int:
-        n = 1
-        for s in self.shape:
-            n *= s
-        return n
+        return math.prod(self.shape)
