@@ -22,6 +22,7 @@ import torch
 from ..core import progress
 from ..core.machine import MachineShare, machine_cores, on_a_quiet_machine
 from .pipeline import PipelineRun, mlp, run_pipeline
+from .schedule_play import handoff_seconds
 from .schedules import BACKWARD, FORWARD, Timeline, bubble_formula, simulate
 
 __all__ = [
@@ -158,7 +159,7 @@ def measure_bubble(
 
 def _bubble_row(tl: Timeline, schedule: str, stages: int, m: int, clock: str) -> dict:
     """`measure_bubble`'s row for one M, from its least idle step `tl`."""
-    handoffs = tl.handoffs()
+    handoffs = handoff_seconds(tl, chunks=1)
     handoff = statistics.median(handoffs) if handoffs else 0.0
     played = simulate(schedule, stages, m, per_op=tl.op_durations(), handoff=handoff)
     busy = {

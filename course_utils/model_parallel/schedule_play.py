@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .schedule_check import check_orders
-from .schedules import WAIT, Event, Timeline
-from .virtual_schedules import BACKWARD, FORWARD, WEIGHT, Op, Plan, plan
+from .schedules import WAIT, Event, Timeline, peak_held
+from .virtual_schedules import BACKWARD, FORWARD, WEIGHT, Plan, plan
 
 Key = tuple[int, str, int, int]  # (rank, kind, micro-batch, chunk)
 
@@ -33,17 +33,6 @@ def source(rank: int, kind: str, chunk: int, stages: int, chunks: int) -> tuple[
     if kind == BACKWARD and g < last:
         return (g + 1) % stages, (g + 1) // stages
     return None
-
-
-def peak_held(order: list[Op]) -> int:
-    """Most (micro-batch, chunk)s whose activations a rank keeps at once: from F to the B
-    that ends them, or to the W when the backward is split (W needs the chunk's inputs)."""
-    ends = WEIGHT if any(k == WEIGHT for k, _, _ in order) else BACKWARD
-    held = peak = 0
-    for kind, _, _ in order:
-        held += 1 if kind == FORWARD else -1 if kind == ends else 0
-        peak = max(peak, held)
-    return peak
 
 
 def play_out(

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..core.own_answers import own_answer
-from ..parallel.pipeline import BACKWARD, FORWARD
+from ..parallel.pipeline import BACKWARD, FORWARD, WEIGHT
 
 WAIT = "wait"
 Op = tuple[str, int]
@@ -158,24 +158,6 @@ class Timeline:
         plays a schedule out with, so that an op the machine slowed is slow in both."""
         return {(e.stage, e.kind, e.microbatch): e.end - e.start for e in self.compute()}
 
-    def handoffs(self) -> list[float]:
-        """How long each hand-off took that its receiver was already waiting for: from the
-        end of the sender's op to the end of the wait (sending, the wire, receiving).
-        A hand-off that landed before its receiver asked shows no time, so it is left out."""
-        ends = {(e.stage, e.kind, e.microbatch): e.end for e in self.compute()}
-        seconds = []
-        for s in range(self.stages):
-            mine = [e for e in self.events if e.stage == s]
-            for wait, op in zip(mine, mine[1:], strict=False):
-                if wait.kind != WAIT or op.kind == WAIT:
-                    continue
-                source = (s - 1, FORWARD, op.microbatch) if op.kind == FORWARD else (
-                    s + 1, BACKWARD, op.microbatch)  # fmt: skip
-                sent = ends.get(source)
-                if sent is not None and wait.start <= sent:
-                    seconds.append(wait.end - sent)
-        return seconds
-
     def idle(self, stage: int) -> float:
         """How long `stage` sat idle during the step. A measured run records each wait for a
         hand-off: idle is those waits, plus the time before the stage's first op and after
@@ -284,10 +266,13 @@ def simulate(
     )
 
 
-def peak_held(order: list[Op]) -> int:
-    """Most micro-batches whose activations a stage keeps at once (forward done, backward not)."""
+def peak_held(order: list) -> int:
+    """Most pieces whose activations a stage keeps at once: from F to the B that ends them,
+    or to the W when the backward is split (W needs the piece's inputs). Ops are (kind, i)
+    or (kind, i, chunk)."""
+    ends = WEIGHT if any(op[0] == WEIGHT for op in order) else BACKWARD
     held = peak = 0
-    for kind, _ in order:
-        held += 1 if kind == FORWARD else -1
+    for kind, *_ in order:
+        held += 1 if kind == FORWARD else -1 if kind == ends else 0
         peak = max(peak, held)
     return peak

@@ -18,6 +18,7 @@ from torch import nn
 from course_utils.model_parallel import measure_bubble, real_compute_run
 from course_utils.model_parallel.activations import HeldActivations
 from course_utils.model_parallel.bubble import HANDOFF_LINK
+from course_utils.model_parallel.schedule_play import handoff_seconds
 from course_utils.model_parallel.schedules import Event, Timeline, bubble_formula, simulate
 from course_utils.network import wire
 
@@ -192,8 +193,8 @@ def test_handoffs_count_only_what_a_waiting_receiver_waited_for():
         Event(1, "wait", -1, 2.3, 2.3),  # F1 had landed already: no hand-off seen
         Event(1, "F", 1, 2.3, 3.3),
     ]
-    assert Timeline("gpipe", 2, 2, events).handoffs() == [0.25]
-    assert simulate("gpipe", 2, 2).handoffs() == []  # played out on paper: no waits
+    assert handoff_seconds(Timeline("gpipe", 2, 2, events), chunks=1) == [0.25]
+    assert handoff_seconds(simulate("gpipe", 2, 2), chunks=1) == []  # on paper: no waits
 
 
 def test_a_pipeline_that_waits_where_its_schedule_does_not_is_measured_above_the_play_out():
