@@ -23,6 +23,7 @@ from torch.utils.data import (
     DataLoader,
     Dataset,
     DistributedSampler,
+    Subset,
     TensorDataset,
     random_split,
 )
@@ -195,6 +196,14 @@ def train_val_split(dataset: Dataset, val_fraction: float = 0.2, seed: int = 0):
     n_val = int(round(len(dataset) * val_fraction))
     generator = torch.Generator().manual_seed(seed)
     return random_split(dataset, [len(dataset) - n_val, n_val], generator=generator)
+
+
+def first_samples(dataset: Dataset, count: int | None) -> Dataset:
+    """The first `count` samples, or all of them where the set holds fewer (or `count` is
+    None): a CIFAR-10 stand-in of a few thousand images still runs notebook 01."""
+    if count is None or count >= len(dataset):
+        return dataset
+    return Subset(dataset, range(count))
 
 
 def shard_loader(

@@ -54,6 +54,7 @@ class Profile:
     failures: FailuresSizes = field(default_factory=FailuresSizes)
     transformer: TransformerSizes = field(default_factory=TransformerSizes)
     mesh: MeshSizes = field(default_factory=MeshSizes)
+    gpus: int = 0  # the GPUs its NCCL rank counts were fitted to (`fit_to_gpus`)
 
     @property
     def device(self) -> str:
@@ -63,6 +64,12 @@ class Profile:
         torch knowing, and the sweeps' forked trials would then fail at their first CUDA
         call."""
         return "cuda" if self.backend == "nccl" else "cpu"
+
+    def backend_for_ranks(self, world_size: int) -> str:
+        """The profile's backend where `world_size` ranks each get a GPU of their own, else
+        gloo on the CPU: 04's two-rank overlap demonstrations still run on a one-GPU box."""
+        fits = self.backend != "nccl" or world_size <= self.gpus
+        return self.backend if fits else backends.GLOO
 
     def backend_for(self, chapter: str) -> str:
         """The backend chapter `chapter` ("05") launches its ranks with (`core.backends`)."""
@@ -223,16 +230,22 @@ def fit_to_gpus(profile: Profile, gpus: int) -> Profile:
     """Every rank count the profile runs over NCCL, cut to one rank per visible GPU.
 
     NCCL cannot put two ranks on one GPU, so a 4-rank experiment on a 2-GPU machine runs on
-    2 ranks (its effective batch shrinks with it); the sweeps keep the sizes that fit.
+    2 ranks (its effective batch shrinks with it); the sweeps keep the sizes that fit. On one
+    GPU a sweep over rank counts would keep only 1, so 04's sweeps over a simulated link keep
+    every size and run as gloo ranks on the CPU (`Profile.backend_for_ranks`).
     """
     ddp = profile.ddp
     fitted_ddp = replace(
         ddp,
         scaling_world_size=min(ddp.scaling_world_size, gpus),
         overhead_world_size=min(ddp.overhead_world_size, gpus),
-        split_world_sizes=tuple(n for n in ddp.split_world_sizes if n <= gpus) or (1,),
-        strong_world_sizes=tuple(n for n in ddp.strong_world_sizes if n <= gpus) or (1,),
     )
+    if gpus >= 2:
+        fitted_ddp = replace(
+            fitted_ddp,
+            split_world_sizes=tuple(n for n in ddp.split_world_sizes if n <= gpus) or (1,),
+            strong_world_sizes=tuple(n for n in ddp.strong_world_sizes if n <= gpus) or (1,),
+        )
     fitted_transformer = replace(
         profile.transformer,
         world_sizes=tuple(n for n in profile.transformer.world_sizes if n <= gpus) or (1,),
@@ -240,6 +253,7 @@ def fit_to_gpus(profile: Profile, gpus: int) -> Profile:
     return replace(
         profile,
         world_size=min(profile.world_size, gpus),
+        gpus=gpus,
         ddp=fitted_ddp,
         transformer=fitted_transformer,
     )

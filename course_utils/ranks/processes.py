@@ -85,9 +85,13 @@ def warm_up_imports() -> None:
 
 
 def _one_sgd_step() -> None:
+    """The imports come with the optimizer's step; the gradients are set by hand, not by
+    backward(): on a machine with a GPU the first backward pass starts autograd's thread per
+    GPU, after which a forked child's own backward fails (the fork server must run none)."""
     try:
         layer = torch.nn.Linear(2, 2)
-        layer(torch.zeros(1, 2)).sum().backward()
+        for parameter in layer.parameters():
+            parameter.grad = torch.zeros_like(parameter)
         torch.optim.SGD(layer.parameters(), lr=0.1).step()
     finally:
         _warmed_up.set()

@@ -14,6 +14,7 @@ import sys
 import torch
 
 from ..core.errors import CourseError
+from ..core.gpus import visible_gpus
 
 __all__ = [
     "START_METHOD_VAR",
@@ -63,6 +64,10 @@ def start_method_and_why(backend: str = "gloo") -> tuple[str, str]:
     else fork (0.15 s for 4 ranks) where it is safe: Linux below Python 3.14, CUDA not
     started here. macOS gets forkserver, since fork is unsafe with its system frameworks
     (CPython spawns there by default since 3.8), as does Python 3.14, whose default it is.
+    So does a machine with a GPU: the first backward pass here, on any device, starts
+    autograd's thread per GPU, and a forked child's first backward then fails ("Unable to
+    handle autograd's threading in combination with fork-based multiprocessing": 04's
+    gloo ranks on an H200, 2026-11-28); the fork server is a fresh process that ran none.
     """
     cuda_here = torch.cuda.is_initialized() or torch.cuda._is_in_bad_fork()
     if backend == "nccl":
@@ -74,6 +79,8 @@ def start_method_and_why(backend: str = "gloo") -> tuple[str, str]:
         return "spawn", "CUDA runs in this process: a forked child could not use it"
     if not can_fork():
         return "spawn", "this platform cannot fork"
+    if visible_gpus().count and "forkserver" in mp.get_all_start_methods():
+        return "forkserver", "a GPU here: after a backward pass here a forked child's would fail"
     if sys.platform == "darwin":
         return "forkserver", "macOS, where fork is unsafe with the system's frameworks"
     if sys.version_info >= (3, 14):

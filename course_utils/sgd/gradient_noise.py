@@ -149,16 +149,12 @@ def at_minibatch_run(profile, device=None) -> float:
     Notebook 01 also evaluates the loss along that run; evaluating draws no random numbers
     and moves no weight, so these are the weights it measures at.
     """
-    from torch.utils.data import Subset
-
     from ..core import data, models, training
 
     S = profile.sgd
     ds = data.load(profile.dataset)
     train_set, _ = data.train_val_split(ds.train, S.val_fraction, seed=0)
-    if S.compare_samples:
-        train_set = Subset(train_set, range(S.compare_samples))
-    compare = as_tensors(train_set)
+    compare = as_tensors(data.first_samples(train_set, S.compare_samples))
     net = models.build(profile.model, ds.input_shape, ds.num_classes, S.hidden, seed=0)
     training.train(
         net,

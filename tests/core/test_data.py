@@ -108,6 +108,13 @@ def test_train_val_split_is_80_20_and_seeded(tmp_path):
         data.train_val_split(d.train, 1.5)
 
 
+def test_first_samples_takes_what_there_is():
+    ds = torch.utils.data.TensorDataset(torch.arange(10).float())
+    assert [int(x) for (x,) in data.first_samples(ds, 4)] == [0, 1, 2, 3]
+    assert data.first_samples(ds, 10_000) is ds  # a small stand-in set, not an IndexError
+    assert data.first_samples(ds, None) is ds
+
+
 def test_shards_are_disjoint_and_cover_the_data():
     ds = torch.utils.data.TensorDataset(torch.arange(40).float(), torch.arange(40))
     seen = []

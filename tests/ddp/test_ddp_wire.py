@@ -65,7 +65,7 @@ def test_a_bare_allreduce_moves_the_models_gradient_bytes_and_takes_some_time():
 
 class _T:
     def __init__(self, name, per_1000, batch=32, syncs=32, comm_share=0.5, accumulate=1):
-        self.name, self.seconds_per_1000_samples = name, per_1000
+        self.name, self.seconds_per_1000_samples, self.world_size = name, per_1000, 2
         self.effective_batch, self.syncs, self.accumulate = batch, syncs, accumulate
         self.seconds, self.communication = 2.0, 2.0 * comm_share
 
@@ -95,6 +95,10 @@ def test_ddp_verdicts_fail_where_the_effect_is_absent():
     assert not verdicts.communication_outweighs_one_process(
         naive, slower_single, network.wire.REAL
     ).ok
+    # one rank (the gpu profile on one GPU) all-reduces with nobody: said, not judged
+    naive.world_size = 1
+    assert verdicts.communication_outweighs_one_process(naive, single, network.wire.REAL) is None
+    naive.world_size = 2
     small, powersgd, fp16 = _T("0.001 MB", 0.6), _T("PowerSGD", 0.5), _T("fp16", 0.3)
     assert verdicts.smaller_buckets_cost_more(small, naive, SLOW).ok
     assert not verdicts.smaller_buckets_cost_more(_T("0.001 MB, free", 0.3), naive, SLOW).ok

@@ -29,9 +29,9 @@ GPUS = visible_gpus().count
 needs_gpu = pytest.mark.skipif(GPUS == 0, reason="no GPU here: the CPU tests cover the rest")
 
 
-def test_nccl_ranks_are_spawned_and_gloo_ranks_forked():
+def test_nccl_ranks_are_spawned_and_gloo_ranks_forked_where_no_gpu_is():
     assert start_method.default_start_method("nccl") == "spawn"
-    assert start_method.default_start_method("gloo") == "fork"
+    assert start_method.default_start_method("gloo") == ("forkserver" if GPUS else "fork")
     assert processes.context(None, "nccl").get_start_method() == "spawn"
 
 
@@ -59,8 +59,16 @@ def test_a_kernel_that_imports_chooses_a_profile_runs_doctor_and_launches_can_st
 def test_every_rank_count_of_the_gpu_profile_fits_the_gpus(gpus):
     p = profiles.fit_to_gpus(profiles.PROFILES["gpu"], gpus)
     counts = [p.world_size, p.ddp.scaling_world_size, p.ddp.overhead_world_size]
-    assert all(1 <= n <= gpus for n in counts + list(p.ddp.split_world_sizes))
+    assert all(1 <= n <= gpus for n in counts)
     assert p.world_size == min(gpus, profiles.PROFILES["gpu"].world_size)
+    # 04's two-rank demonstrations and its sweeps over rank counts: NCCL within the GPUs,
+    # else gloo ranks on the CPU, so that one GPU still sweeps more than 1 rank
+    assert p.backend_for_ranks(2) == ("nccl" if gpus >= 2 else "gloo")
+    sweep = p.ddp.split_world_sizes + p.ddp.strong_world_sizes
+    if p.backend_for_ranks(max(sweep)) == "nccl":
+        assert max(sweep) <= gpus
+    else:
+        assert gpus == 1 and max(sweep) == 8
 
 
 def test_the_gpu_profile_is_fitted_when_chosen(monkeypatch):

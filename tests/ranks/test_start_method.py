@@ -10,6 +10,7 @@ import sys
 import pytest
 import torch
 
+from course_utils.core.gpus import GpuCount
 from course_utils.ranks import start_method
 from course_utils.ranks.launch import launch
 
@@ -31,6 +32,17 @@ def test_macos_and_python_3_14_use_forkserver(monkeypatch):
     monkeypatch.setattr(sys, "platform", "linux")
     monkeypatch.setattr(sys, "version_info", (3, 14, 0))
     assert start_method.start_method_and_why() == ("forkserver", "Python 3.14's default on Linux")
+
+
+def test_a_machine_with_a_gpu_starts_gloo_ranks_from_a_fork_server(monkeypatch):
+    """After one backward pass in the kernel, autograd's per-GPU threads make a forked
+    child's backward fail; the fork server never ran one."""
+    monkeypatch.setattr(start_method, "visible_gpus", lambda: GpuCount(1, "a test"))
+    method, why = start_method.start_method_and_why("gloo")
+    assert method == "forkserver" and "GPU" in why
+    assert start_method.default_start_method("nccl") == "spawn"
+    monkeypatch.setenv(start_method.START_METHOD_VAR, "fork")  # the learner's choice stands
+    assert start_method.default_start_method("gloo") == "fork"
 
 
 def test_where_nothing_can_fork_or_cuda_runs_here_ranks_spawn(monkeypatch):
