@@ -71,26 +71,14 @@ def get_schedule(name: str | Schedule) -> Schedule:
 
 
 def check_order(order, microbatches: int, stage: int = 0) -> list[Op]:
-    """Refuse an order that could not train: each micro-batch once forward, then once backward."""
-    if not isinstance(order, (list, tuple)):
-        raise ValueError(f"stage {stage}: an order is a list of ops, got {type(order).__name__}.")
-    ops, seen = [], set()
-    for op in order:
-        if not (isinstance(op, (tuple, list)) and len(op) == 2 and op[0] in (FORWARD, BACKWARD)):
-            raise ValueError(f'stage {stage}: {op!r} is not an op like ("F", 0) or ("B", 0).')
-        kind, i = op[0], int(op[1])
-        if not 0 <= i < microbatches:
-            raise ValueError(f"stage {stage}: micro-batch {i} is outside 0..{microbatches - 1}.")
-        if (kind, i) in seen:
-            raise ValueError(f"stage {stage}: {kind}{i} appears twice.")
-        if kind == BACKWARD and (FORWARD, i) not in seen:
-            raise ValueError(f"stage {stage}: B{i} comes before F{i}, whose activations it needs.")
-        seen.add((kind, i))
-        ops.append((kind, i))
-    missing = [f"{k}{i}" for i in range(microbatches) for k in "FB" if (k, i) not in seen]
-    if missing:
-        raise ValueError(f"stage {stage}: the order never runs {', '.join(missing)}.")
-    return ops
+    """Refuse an order that could not train: each micro-batch once forward, then once
+    backward (`schedule_check.check_rank_order` for one chunk, with no split backward)."""
+    from .schedule_check import check_rank_order  # it imports this module
+
+    ops = check_rank_order(order, microbatches, rank=stage)
+    if any(kind == WEIGHT for kind, _, _ in ops):
+        raise ValueError(f"rank {stage}: W ops split the backward: zero-bubble schedules only.")
+    return [(kind, i) for kind, i, _ in ops]
 
 
 @own_answer("bubble formula")
