@@ -12,7 +12,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
-from .virtual_schedules import BACKWARD, FORWARD, KINDS, WEIGHT, Op
+from ..parallel.pipeline import BACKWARD, FORWARD, WEIGHT
+
+KINDS = (FORWARD, BACKWARD, WEIGHT)
+Op = tuple[str, int, int]  # (kind, micro-batch, chunk)
 
 
 def name(op: Op) -> str:

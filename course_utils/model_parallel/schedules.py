@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from ..core.own_answers import own_answer
 from ..parallel.pipeline import BACKWARD, FORWARD, WEIGHT
+from .schedule_check import check_rank_order
 
 WAIT = "wait"
 Op = tuple[str, int]
@@ -73,8 +74,6 @@ def get_schedule(name: str | Schedule) -> Schedule:
 def check_order(order, microbatches: int, stage: int = 0) -> list[Op]:
     """Refuse an order that could not train: each micro-batch once forward, then once
     backward (`schedule_check.check_rank_order` for one chunk, with no split backward)."""
-    from .schedule_check import check_rank_order  # it imports this module
-
     ops = check_rank_order(order, microbatches, rank=stage)
     if any(kind == WEIGHT for kind, _, _ in ops):
         raise ValueError(f"rank {stage}: W ops split the backward: zero-bubble schedules only.")

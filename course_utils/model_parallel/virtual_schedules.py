@@ -16,10 +16,8 @@ from dataclasses import dataclass
 
 from ..core.own_answers import own_answer
 from ..parallel.pipeline import BACKWARD, FORWARD, WEIGHT
+from .schedule_check import Op
 from .schedules import gpipe_order, one_f_one_b_order
-
-KINDS = (FORWARD, BACKWARD, WEIGHT)
-Op = tuple[str, int, int]
 
 
 def lifted(order: list[tuple[str, int]]) -> list[Op]:
