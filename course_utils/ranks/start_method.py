@@ -80,7 +80,7 @@ def start_method_and_why(backend: str = "gloo") -> tuple[str, str]:
     if not can_fork():
         return "spawn", "this platform cannot fork"
     if visible_gpus().count and "forkserver" in mp.get_all_start_methods():
-        return "forkserver", "a GPU here: after a backward pass here a forked child's would fail"
+        return "forkserver", "a GPU here: once this process runs backward(), a forked child's fails"
     if sys.platform == "darwin":
         return "forkserver", "macOS, where fork is unsafe with the system's frameworks"
     if sys.version_info >= (3, 14):
