@@ -228,8 +228,8 @@ class MemorySizes:
     recompute_width: int = 128
     recompute_batch: int = 512
     recompute_every: tuple[int, ...] = (0, 4, 2, 1)  # checkpoint every k-th block; 0: none
-    recompute_repeats: int = 11  # timed steps per variant, interleaved: the median of 5 once
-    # put recomputing every block past one extra forward pass on a fresh clone
+    recompute_repeats: int = 21  # timed steps per variant, interleaved: the median of 5, and
+    # once in ~8 fresh clones of 11, put recomputing every block past 1.5 forward passes
     exercise_world_size: int = 3
 
 

@@ -6,8 +6,9 @@ during backward. Checkpointing every k-th block trades a share 1/k of the saved 
 for about 1/k of a forward pass of extra time; the saved bytes are counted with
 `anatomy.SavedBytes`, the step's peak by the allocator (`peak`): backward recomputes a
 block's activations before it can use them, so the peak falls by less than the saved
-bytes. The time is the median step's CPU time on one thread (what other programs on the
-machine do changes it little).
+bytes. The time is the median step's CPU time of the thread that runs it, torch on one
+thread (what other programs on the machine, or the rank's other threads, do changes it
+little).
 """
 
 from __future__ import annotations
@@ -77,12 +78,12 @@ def _turns(blocks, x, everies, repeats: int, rows: dict) -> None:
     for _ in range(repeats + 1):
         for k in everies:
             blocks.zero_grad(set_to_none=True)
-            start = time.process_time()
+            start = time.thread_time()
             with SavedBytes(blocks.parameters()) as saved:
                 loss = _forward(blocks, x, k).pow(2).mean()
-            middle = time.process_time()
+            middle = time.thread_time()
             loss.backward()
-            rows[k]["step"].append(time.process_time() - start)
+            rows[k]["step"].append(time.thread_time() - start)
             rows[k]["forward"].append(middle - start)
             rows[k]["saved"] = saved.nbytes
             rows[k]["grad"] = torch.cat([p.grad.reshape(-1) for p in blocks.parameters()])

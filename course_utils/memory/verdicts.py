@@ -186,13 +186,13 @@ def checkpointing_saves_bytes(rows: list[dict], least: float = 0.5) -> Verdict:
 @timing_claim("real", "measurement", "test_checkpointing_verdicts")
 def checkpointing_costs_a_forward(rows: list[dict], most: float = 1.5) -> Verdict:
     """Checkpointing leaves the gradients as they were, and every block costs more time,
-    but at most about one extra forward pass (both the median step's CPU time of one
-    process: other programs on the machine do not lengthen it, as they would a wall time)."""
+    but at most about one extra forward pass (both the median step's CPU time of the thread
+    that ran it: other programs on the machine do not lengthen it, as they would a wall time)."""
     none, full = _none_and_full(rows)
     same = all((r["grad"] - none["grad"]).abs().max().item() <= 1e-6 for r in rows)
     extra = full["step_seconds"] - none["step_seconds"]
     return verdict(
         same and 0 < extra <= most * none["forward_seconds"],
-        "the gradients are the same with and without checkpointing; real clock (one process's "
+        "the gradients are the same with and without checkpointing; real clock (one thread's "
         "CPU time): recomputing every block costs extra time, at most about one forward pass",
     )

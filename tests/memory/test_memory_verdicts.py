@@ -162,3 +162,22 @@ def test_fsdp_settings_verdicts_fail_where_the_effect_is_absent():
     assert v.mixed_precision_policy_in_bf16(_settings())
     assert not v.mixed_precision_policy_in_bf16(_settings(bf16="float32"))  # policy ignored
     assert not v.mixed_precision_policy_in_bf16(_settings(stored_mixed=50))  # bf16 shards
+
+
+def test_a_recomputation_that_runs_each_block_three_times_fails_the_time_verdict(monkeypatch):
+    """The notebook's own measurement, with a checkpoint() that wastes two more forward
+    passes of the block in forward and in backward: about 5 extra forwards, not 1."""
+    from torch.utils.checkpoint import checkpoint
+
+    from course_utils.memory import checkpointing
+
+    def thrice(block, x):
+        block(x), block(x)
+        return block(x)
+
+    def wasteful(block, x, use_reentrant):
+        return checkpoint(thrice, block, x, use_reentrant=use_reentrant)
+
+    monkeypatch.setattr(checkpointing, "checkpoint", wasteful)
+    rows = checkpointing._checkpointed_on_rank(8, 128, 256, (0, 1), 3)
+    assert not v.checkpointing_costs_a_forward(rows)
