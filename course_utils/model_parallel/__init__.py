@@ -5,9 +5,10 @@ pipeline of stages on real ranks (`pipeline`), the schedules themselves, GPipe a
 with their bubble and the activations they hold (`schedules`, `activations`), runs paced
 by sleep for the pictures or with real compute for the measurements (`bubble`), and the
 notebook's claims as verdicts (`verdicts`). Past 1F1B: interleaved 1F1B and ZB-H1
-(`virtual_schedules`, played out on paper by `schedule_play`), trained on the course's one
-engine, `parallel.pipeline` (`virtual_pipeline`), and by `torch.distributed.pipelining`
-(`torch_pipelining`), their bubbles measured (`schedule_bubble`) and judged (`schedule_verdicts`).
+(`virtual_schedules`), trained on the course's one engine, `parallel.pipeline`
+(`virtual_pipeline`), and by `torch.distributed.pipelining` (`torch_pipelining`), their
+bubbles measured (`schedule_bubble`) and judged (`schedule_verdicts`). Every schedule, naive
+to ZB-H1, is played out on paper by one function (`schedule_play.play_out`).
 """
 
 from __future__ import annotations
@@ -41,8 +42,8 @@ from .exercises import (
 from .pipeline import mlp, run_pipeline, serial_step
 from .schedule_bubble import measure_schedules
 from .schedule_charts import bubble_by_schedule, schedule_timelines
-from .schedule_play import play_out
-from .schedules import SCHEDULES, simulate
+from .schedule_play import play_out, simulate
+from .schedules import SCHEDULES
 from .tensor_parallel import (
     STYLES,
     SplitLayer,

@@ -22,8 +22,8 @@ import torch
 from ..core import progress
 from ..core.machine import MachineShare, machine_cores, on_a_quiet_machine
 from .pipeline import PipelineRun, mlp, run_pipeline
-from .schedule_play import handoff_seconds
-from .schedules import BACKWARD, FORWARD, Timeline, bubble_formula, simulate
+from .schedule_play import handoff_seconds, simulate
+from .schedules import BACKWARD, FORWARD, Timeline, bubble_formula
 
 __all__ = [
     "HANDOFF_LINK", "least_disturbed_steps", "measure_bubble", "on_the_real_clock",

@@ -24,8 +24,9 @@ from ..network import wire
 from ..network.recorder import recording
 from ..parallel.pipeline import pipeline_step
 from ..ranks.bootstrap import device
-from .schedules import WAIT, Event, Timeline, check_order, get_schedule
+from .schedules import WAIT, Event, Timeline, check_order
 from .stage_watch import StageWatch
+from .virtual_schedules import one_chunk
 
 
 def mlp(widths: Sequence[int], seed: int = 0) -> nn.Sequential:
@@ -115,7 +116,7 @@ def run_stage(
 
 def _run_stage(model, schedule, microbatches, x, y, slot, stage_cost, backward_ratio, now):
     rank, stages = dist.get_rank(), dist.get_world_size()
-    sched = get_schedule(schedule)
+    sched = one_chunk(schedule)
     dev = device()
     parts = split(model, stages)
     module = parts[rank].to(dev)
@@ -136,7 +137,7 @@ def _run_stage(model, schedule, microbatches, x, y, slot, stage_cost, backward_r
     with recording() as log, watch:
         loss = pipeline_step(
             module, order, list(zip(xs, ys, strict=True)), F.cross_entropy, h.shape[1:],
-            hold_sends=sched.whole_batch_sends,
+            hold_sends=sched.hold_sends,
         )  # fmt: skip
     waits = [Event(rank, WAIT, -1, m.began, m.ended) for m in log.messages if m.op == "arrived"]
     events = [replace(e, start=e.start - t0, end=e.end - t0) for e in watch.events + waits]
@@ -179,7 +180,7 @@ def run_pipeline(
     """
     from ..ranks.launch import launch
 
-    get_schedule(schedule)
+    one_chunk(schedule)
     model = model if model is not None else default_model(stages, hidden=hidden)
     x, y = batch_for(model, microbatches, micro_batch_size, seed, x, y)
     if stage_cost is not None and len(stage_cost) != stages:
@@ -202,7 +203,7 @@ def run_pipeline(
     )
     events = sorted((e for r in results for e in r.events), key=lambda e: (e.stage, e.start))
     timeline = Timeline(
-        get_schedule(schedule).name,
+        one_chunk(schedule).name,
         stages,
         microbatches,
         events,

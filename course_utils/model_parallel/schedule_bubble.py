@@ -24,7 +24,7 @@ from ..core import progress
 from .bubble import HANDOFF_LINK
 from .pipeline import import_autograd_extras, mlp, split
 from .schedule_check import check_orders
-from .schedule_play import handoff_seconds, op_durations, play_out, posting_seconds
+from .schedule_play import handoff_seconds, play_out, posting_seconds
 from .schedules import Timeline, bubble_formula
 from .virtual_pipeline import RankSteps, step_timeline, train_rank
 from .virtual_schedules import (
@@ -63,7 +63,7 @@ def row_from(tl: Timeline, schedule: str, chunks: int, clock: str, activation_by
     handoffs = handoff_seconds(tl, v)
     handoff = statistics.median(handoffs) if handoffs else 0.0
     played = play_out(
-        schedule, tl.stages, tl.microbatches, chunks=v, per_op=op_durations(tl),
+        schedule, tl.stages, tl.microbatches, chunks=v, per_op=tl.op_durations(),
         handoff=handoff, posting=posting_seconds(tl),
     )  # fmt: skip
     f, b, w = (_median(tl, k) for k in (FORWARD, BACKWARD, WEIGHT))

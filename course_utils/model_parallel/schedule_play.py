@@ -1,38 +1,42 @@
-"""Play a schedule of (kind, micro-batch, chunk) ops out on paper, with or without measured times.
+"""Play a schedule out on paper: every pipeline schedule, with or without measured times.
 
-Like `schedules.simulate`, for schedules with virtual stages and a split backward: each rank
-runs its ops in order, an op starts once the rank is free and what it needs has arrived, and
-a result leaves over the rank's one link. What comes back is a `Timeline` (events carry
-their chunk), so the bubble of a schedule on paper, and that of the same schedule played
-out with the ops and hand-offs a run measured, read the same way as the measured one.
+Each rank runs its ops in order, an op starts once the rank is free and what it needs has
+arrived, and a result leaves over the rank's one link. What comes back is a `Timeline`, so
+the bubble of a schedule on paper, and that of the same schedule played out with the ops
+and hand-offs a run measured, read the same way as the measured one. `play_out` takes any
+schedule's ops as (kind, micro-batch, chunk); `simulate` is the same play-out in a stage's
+terms, for the one-chunk schedules (naive, GPipe, 1F1B) with an unsplit backward.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 
-from .schedule_check import check_orders
-from .schedules import WAIT, Event, Timeline, peak_held
-from .virtual_schedules import BACKWARD, FORWARD, WEIGHT, Plan, plan
+from .schedule_check import check_orders, name
+from .schedules import WAIT, Event, Timeline, check_order, peak_held
+from .virtual_schedules import BACKWARD, FORWARD, WEIGHT, Plan, lifted, one_chunk, plan
 
 Key = tuple[int, str, int, int]  # (rank, kind, micro-batch, chunk)
 
 
-@dataclass(frozen=True)
-class ChunkEvent(Event):
-    chunk: int = 0
+def _piece(rank: int, chunk: int, stages: int, chunks: int, step: int) -> tuple[int, int] | None:
+    """(rank, chunk) of the piece `step` places after this one in the model, if there is one."""
+    g = chunk * stages + rank + step
+    return (g % stages, g // stages) if 0 <= g < stages * chunks else None
 
 
 def source(rank: int, kind: str, chunk: int, stages: int, chunks: int) -> tuple[int, int] | None:
     """(rank, chunk) whose result this op waits for, or None (the first forward, the last
     backward, a W: each needs only what this rank made)."""
-    g, last = chunk * stages + rank, stages * chunks - 1
-    if kind == FORWARD and g > 0:
-        return (g - 1) % stages, (g - 1) // stages
-    if kind == BACKWARD and g < last:
-        return (g + 1) % stages, (g + 1) // stages
-    return None
+    step = {FORWARD: -1, BACKWARD: 1}.get(kind)
+    return None if step is None else _piece(rank, chunk, stages, chunks, step)
+
+
+def destination(rank: int, kind: str, chunk: int, stages: int, chunks: int):
+    """(rank, chunk) this op's result goes to, or None (the last forward: the loss is here;
+    the first backward: the input needs no gradient; a W: nothing leaves)."""
+    step = {FORWARD: 1, BACKWARD: -1}.get(kind)
+    return None if step is None else _piece(rank, chunk, stages, chunks, step)
 
 
 def play_out(
@@ -50,7 +54,7 @@ def play_out(
     posting: Mapping[Key, float] | None = None,
 ) -> Timeline:
     """The schedule's step with ops of fixed length, or each op's own (`per_op`, by (rank,
-    kind, micro-batch, chunk) as `op_durations` gives), and `handoff` seconds per message.
+    kind, micro-batch, chunk) as `Timeline.op_durations` gives), and `handoff` seconds per message.
 
     `backward` and `weight` are the two parts of a backward: a schedule that splits it runs
     them as B and W, one that does not runs a B of `backward + weight`. A chunk is a piece of
@@ -68,10 +72,12 @@ def play_out(
     split = any(k == WEIGHT for o in orders for k, _, _ in o)
     cost = {FORWARD: forward, BACKWARD: backward if split else backward + weight, WEIGHT: weight}
     if per_op is not None:
-        missing = [(r, *op) for r, o in enumerate(orders) for op in o if (r, *op) not in per_op]
+        ops = [(r, op) for r, o in enumerate(orders) for op in o]
+        missing = [f"rank {r} {name(op)}" for r, op in ops if (r, *op) not in per_op]
         if missing:
-            raise ValueError(f"per_op has no duration for {missing[:3]}.")
+            raise ValueError(f"per_op has no duration for {', '.join(missing[:3])}.")
     sent: dict[tuple[str, int, int, int], float] = {}  # (kind, i, rank, chunk) -> arrival
+    held: list[list] = [[] for _ in range(stages)]  # results not yet passed on (hold_sends)
     pos, free, wire, events = [0] * stages, [0.0] * stages, [0.0] * stages, []
     progress = True
     while progress:
@@ -86,16 +92,23 @@ def play_out(
                 seconds = per_op[(r, kind, i, c)] if per_op is not None else cost[kind] / v
                 end = start + seconds
                 busy_until = end + (posting or {}).get((r, kind, i, c), 0.0)
-                events.append(ChunkEvent(r, kind, i, start, busy_until, chunk=c))
+                events.append(Event(r, kind, i, start, busy_until, c))
                 free[r], pos[r], progress = busy_until, pos[r] + 1, True
-                if kind != WEIGHT:
-                    crosses = stages > 1 and source(r, kind, c, stages, v) != (r, c)
-                    if crosses:
+                held[r].append((kind, i, c))
+                following = orders[r][pos[r]][0] if pos[r] < len(orders[r]) else None
+                if sched.hold_sends and following == kind:
+                    continue  # naive: the whole batch is passed on at once
+                for k, j, cc in held[r]:
+                    goes = destination(r, k, cc, stages, v)
+                    if goes is not None and goes[0] != r:  # over the link, one after another
                         wire[r] = max(wire[r], end) + handoff
-                    sent[(kind, i, r, c)] = max(wire[r], end) if crosses else end
+                        sent[(k, j, r, cc)] = wire[r]
+                    else:
+                        sent[(k, j, r, cc)] = end
+                held[r].clear()
     stuck = [r for r in range(stages) if pos[r] < len(orders[r])]
     if stuck:
-        at = ", ".join(f"rank {r} at {orders[r][pos[r]]}" for r in stuck)
+        at = ", ".join(f"rank {r} at {name(orders[r][pos[r]])}" for r in stuck)
         raise ValueError(f"deadlock: these ranks wait for each other forever ({at}).")
     return Timeline(
         sched.name,
@@ -107,12 +120,46 @@ def play_out(
     )
 
 
-def op_durations(tl: Timeline) -> dict[Key, float]:
-    """Every op's own duration, by (rank, kind, micro-batch, chunk), for `play_out(per_op=)`."""
-    return {
-        (e.stage, e.kind, e.microbatch, getattr(e, "chunk", 0)): e.end - e.start
-        for e in tl.compute()
-    }
+def simulate(
+    schedule: str | Plan,
+    stages: int,
+    microbatches: int,
+    *,
+    forward: float = 1.0,
+    backward: float = 1.0,
+    weights: Sequence[float] | None = None,
+    orders: list[list] | None = None,
+    durations: Sequence[tuple[float, float]] | None = None,
+    per_op: Mapping[Key, float] | None = None,
+    handoff: float = 0.0,
+) -> Timeline:
+    """`play_out` of a one-chunk schedule (naive, GPipe, 1F1B) whose backward is one op, in a
+    stage's terms: a forward of `forward` and a backward of `backward`, times `weights[s]` on
+    stage s (2 = a stage twice as heavy); or each stage's (forward, backward) seconds,
+    `durations` (measured ones); or each op's own, `per_op`. `orders` are ("F", i) and
+    ("B", i) ops per stage: how a learner's order is tried."""
+    one_chunk(schedule)
+    weights = tuple(weights or (1.0,) * stages)
+    if len(weights) != stages:
+        raise ValueError(f"weights has {len(weights)} entries for {stages} stages.")
+    if durations is None:
+        durations = [(forward * w, backward * w) for w in weights]
+    elif len(durations) != stages:
+        raise ValueError(f"durations has {len(durations)} entries for {stages} stages.")
+    if orders is not None:
+        orders = [lifted(check_order(o, microbatches, s)) for s, o in enumerate(orders)]
+    if per_op is None:
+        per_op = {
+            (s, kind, i, 0): durations[s][kind == BACKWARD]
+            for s in range(stages)
+            for kind in (FORWARD, BACKWARD)
+            for i in range(microbatches)
+        }
+    played = play_out(
+        schedule, stages, microbatches, chunks=1, per_op=per_op, handoff=handoff, orders=orders
+    )
+    played.slot = forward
+    return played
 
 
 def posting_seconds(tl: Timeline) -> dict[Key, float]:
@@ -123,7 +170,7 @@ def posting_seconds(tl: Timeline) -> dict[Key, float]:
         mine = sorted((e for e in tl.events if e.stage == r), key=lambda e: e.start)
         for e, following in zip(mine, mine[1:], strict=False):
             if e.kind != WAIT:
-                key = (e.stage, e.kind, e.microbatch, getattr(e, "chunk", 0))
+                key = (e.stage, e.kind, e.microbatch, e.chunk)
                 after[key] = max(0.0, following.start - e.end)
     return after
 
@@ -132,14 +179,14 @@ def handoff_seconds(tl: Timeline, chunks: int) -> list[float]:
     """How long each hand-off took that its receiver was already waiting for: from the end of
     the op that made it (on the other rank) to the end of the wait before the op that took it.
     A hand-off that landed before its receiver asked shows no time, so it is left out."""
-    ends = {(e.stage, e.kind, e.microbatch, getattr(e, "chunk", 0)): e.end for e in tl.compute()}
+    ends = {(e.stage, e.kind, e.microbatch, e.chunk): e.end for e in tl.compute()}
     seconds = []
     for r in range(tl.stages):
         mine = [e for e in tl.events if e.stage == r]
         for wait, op in zip(mine, mine[1:], strict=False):
             if wait.kind != WAIT or op.kind == WAIT:
                 continue
-            needs = source(r, op.kind, getattr(op, "chunk", 0), tl.stages, chunks)
+            needs = source(r, op.kind, op.chunk, tl.stages, chunks)
             sent = ends.get((needs[0], op.kind, op.microbatch, needs[1])) if needs else None
             if sent is not None and wait.start <= sent:
                 seconds.append(wait.end - sent)

@@ -1,16 +1,15 @@
 """Pipeline schedules: in which order each stage runs its forwards and backwards, and the cost.
 
 A schedule turns (stage, stages, microbatches) into a list of ops, ("F", i) or ("B", i) for
-micro-batch i. The same lists drive the real pipeline (`pipeline`) and
-`simulate`, which plays them out with ideal timings, so that a measured timeline can be
-held against what the schedule promises, and a learner's own order can be tried without
-starting a single process.
+micro-batch i. The same lists drive the real pipeline (`pipeline`) and the play-out on
+paper (`schedule_play`), so that a measured timeline can be held against what the schedule
+promises, and a learner's own order can be tried without starting a single process. A
+`Timeline` is what both give back: every op's start and end on every stage.
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..core.own_answers import own_answer
@@ -46,29 +45,7 @@ def one_f_one_b_order(stage: int, stages: int, microbatches: int) -> list[Op]:
     return ops + [(BACKWARD, i) for i in range(microbatches - warmup, microbatches)]
 
 
-@dataclass(frozen=True)
-class Schedule:
-    name: str
-    order: Callable[[int, int, int], list[Op]]
-    whole_batch_sends: bool  # pass results on only when a run of forwards/backwards is done
-    description: str
-
-
-SCHEDULES = {
-    "naive": Schedule(
-        "naive", naive_order, True, "the batch goes through one stage at a time (no pipelining)"
-    ),
-    "gpipe": Schedule("gpipe", gpipe_order, False, "all forwards, then all backwards"),
-    "1f1b": Schedule("1f1b", one_f_one_b_order, False, "one forward, one backward when full"),
-}
-
-
-def get_schedule(name: str | Schedule) -> Schedule:
-    if isinstance(name, Schedule):
-        return name
-    if name not in SCHEDULES:
-        raise ValueError(f"unknown schedule {name!r}; choose one of {', '.join(SCHEDULES)}.")
-    return SCHEDULES[name]
+SCHEDULES = ("naive", "gpipe", "1f1b")  # one chunk, a whole backward: what `run_pipeline` runs
 
 
 def check_order(order, microbatches: int, stage: int = 0) -> list[Op]:
@@ -93,6 +70,7 @@ class Event:
     microbatch: int  # -1 for a wait
     start: float
     end: float
+    chunk: int = 0  # the rank's virtual stage (interleaved schedules)
 
 
 @dataclass
@@ -140,10 +118,10 @@ class Timeline:
         fairly with another."""
         return self.makespan() / (sum(map(self.busy, range(self.stages))) / self.stages)
 
-    def op_durations(self) -> dict[tuple[int, str, int], float]:
-        """Every op's own duration, by (stage, kind, micro-batch): what `simulate(per_op=...)`
-        plays a schedule out with, so that an op the machine slowed is slow in both."""
-        return {(e.stage, e.kind, e.microbatch): e.end - e.start for e in self.compute()}
+    def op_durations(self) -> dict[tuple[int, str, int, int], float]:
+        """Every op's own duration, by (stage, kind, micro-batch, chunk): what `play_out` and
+        `simulate` take as `per_op`, so that an op the machine slowed is slow in both."""
+        return {(e.stage, e.kind, e.microbatch, e.chunk): e.end - e.start for e in self.compute()}
 
     def idle(self, stage: int) -> float:
         """How long `stage` sat idle during the step. A measured run records each wait for a
@@ -171,86 +149,6 @@ class Timeline:
 
     def in_slots(self, seconds: float) -> float:
         return seconds / self.slot
-
-
-def simulate(
-    schedule: str | Schedule,
-    stages: int,
-    microbatches: int,
-    *,
-    forward: float = 1.0,
-    backward: float = 1.0,
-    weights: tuple[float, ...] | None = None,
-    orders: list[list[Op]] | None = None,
-    durations: Sequence[tuple[float, float]] | None = None,
-    per_op: Mapping[tuple[int, str, int], float] | None = None,
-    handoff: float = 0.0,
-) -> Timeline:
-    """Play a schedule out with ideal timings: no communication cost, ops of fixed length.
-
-    `weights` scales each stage's op time (2 = a stage twice as heavy); `durations` gives
-    each stage's forward and backward seconds instead (measured ones), `per_op` each op's
-    own, by (stage, kind, micro-batch) as `Timeline.op_durations` gives. `handoff` is the
-    time a result takes to reach the next stage; a stage's results leave one after another,
-    as over one network link. `orders` replaces
-    the schedule's own order per stage, which is how a learner's order is tried. An order
-    whose stages wait on each other forever raises ValueError naming who waits for what.
-    """
-    sched = get_schedule(schedule)
-    weights = tuple(weights or (1.0,) * stages)
-    if len(weights) != stages:
-        raise ValueError(f"weights has {len(weights)} entries for {stages} stages.")
-    if durations is None:
-        durations = [(forward * w, backward * w) for w in weights]
-    elif len(durations) != stages:
-        raise ValueError(f"durations has {len(durations)} entries for {stages} stages.")
-    if orders is None:
-        orders = [sched.order(s, stages, microbatches) for s in range(stages)]
-    orders = [check_order(o, microbatches, s) for s, o in enumerate(orders)]
-    if per_op is not None:
-        missing = [f"stage {s} {k}{i}" for s, o in enumerate(orders) for k, i in o
-                   if (s, k, i) not in per_op]  # fmt: skip
-        if missing:
-            raise ValueError(f"per_op has no duration for {', '.join(missing[:3])}.")
-    sent: dict[tuple[int, str, int], float] = {}  # (stage, kind, i) -> when its result leaves
-    pending: list[list[tuple[str, int]]] = [[] for _ in range(stages)]
-    pos, free, wire, events = [0] * stages, [0.0] * stages, [0.0] * stages, []
-    progress = True
-    while progress:
-        progress = False
-        for s in range(stages):
-            while pos[s] < len(orders[s]):
-                kind, i = orders[s][pos[s]]
-                source = (s - 1, FORWARD, i) if kind == FORWARD else (s + 1, BACKWARD, i)
-                needs_peer = (kind == FORWARD and s > 0) or (kind == BACKWARD and s < stages - 1)
-                if needs_peer and source not in sent:
-                    break
-                start = max(free[s], sent[source] if needs_peer else 0.0)
-                end = start + (
-                    per_op[(s, kind, i)] if per_op is not None else durations[s][kind == BACKWARD]
-                )
-                events.append(Event(s, kind, i, start, end))
-                free[s], pos[s], progress = end, pos[s] + 1, True
-                pending[s].append((kind, i))
-                nxt = orders[s][pos[s]][0] if pos[s] < len(orders[s]) else None
-                if not sched.whole_batch_sends or nxt != kind:
-                    for k, j in pending[s]:
-                        if (k == FORWARD and s < stages - 1) or (k == BACKWARD and s > 0):
-                            wire[s] = max(wire[s], end) + handoff
-                        sent[(s, k, j)] = max(wire[s], end)
-                    pending[s].clear()
-    stuck = [s for s in range(stages) if pos[s] < len(orders[s])]
-    if stuck:
-        waits = ", ".join(f"stage {s} at {''.join(map(str, orders[s][pos[s]]))}" for s in stuck)
-        raise ValueError(f"deadlock: these stages wait for each other forever ({waits}).")
-    return Timeline(
-        sched.name,
-        stages,
-        microbatches,
-        sorted(events, key=lambda e: (e.stage, e.start)),
-        slot=forward,
-        peak_activations=tuple(peak_held(o) for o in orders),
-    )
 
 
 def peak_held(order: list) -> int:

@@ -21,7 +21,7 @@ from torch import nn
 
 from ..parallel.pipeline import BACKWARD, FORWARD, WEIGHT, chunks_and_ops
 from .activations import HeldActivations
-from .schedule_play import ChunkEvent
+from .schedules import Event
 
 __all__ = ["StageWatch"]
 
@@ -47,7 +47,7 @@ class StageWatch:
         ]
         self.now, self.slots = now, slots
         self.held = HeldActivations(nn.ModuleList(self.chunks))
-        self.events: list[ChunkEvent] = []
+        self.events: list[Event] = []
         self._handles: list = []
         self._backward_began: set = set()
 
@@ -103,4 +103,4 @@ class StageWatch:
         if kind != FORWARD and (kind == WEIGHT or not self.split):
             self.held.backward((i, c))
             self._backward_began.discard((i, c))
-        self.events.append(ChunkEvent(dist.get_rank(), kind, i, self._start, self.now(), c))
+        self.events.append(Event(dist.get_rank(), kind, i, self._start, self.now(), c))

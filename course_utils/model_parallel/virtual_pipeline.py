@@ -24,8 +24,7 @@ from ..parallel.pipeline import backward_input, backward_weight, pipeline_step, 
 from ..ranks.bootstrap import device
 from .pipeline import batch_for, import_autograd_extras, mlp, serial_step, split
 from .schedule_check import check_orders
-from .schedule_play import ChunkEvent
-from .schedules import WAIT, Timeline
+from .schedules import WAIT, Event, Timeline
 from .stage_watch import StageWatch
 from .virtual_schedules import plan
 
@@ -39,7 +38,7 @@ def pieces_of(model: nn.Sequential, stages: int, chunks: int, rank: int) -> list
 @dataclass
 class RankSteps:
     rank: int
-    steps: list[list[ChunkEvent]]  # each step's events, in seconds from the step's start
+    steps: list[list[Event]]  # each step's events, in seconds from the step's start
     losses: list[float]  # per step, on the rank holding the last piece (else empty)
     peak_held: int
     peak_bytes: int
@@ -89,9 +88,7 @@ def _train_rank(model, schedule, chunks, microbatches, x, y, steps, lr, now) -> 
         with recording() as log, watch:
             shape = [s[1:] for s in shapes]  # on gloo: receives posted ahead, as before
             loss = pipeline_step(pieces, order, batches, F.cross_entropy, shape, post_ahead=True)
-        waits = [
-            ChunkEvent(rank, WAIT, -1, m.began, m.ended) for m in log.messages if m.op == "arrived"
-        ]
+        waits = [Event(rank, WAIT, -1, m.began, m.ended) for m in log.messages if m.op == "arrived"]
         events = [replace(e, start=e.start - t0, end=e.end - t0) for e in watch.events + waits]
         result.steps.append(sorted(events, key=lambda e: e.start))
         if not result.sent:

@@ -6,7 +6,8 @@ chunks per rank the model is cut into K·v pieces and rank r holds pieces r, r +
 Kinds are "F" (forward), "B" and "W": a schedule with W ops splits each backward into B,
 the gradient of the chunk's input that the previous stage waits for, and W, the gradient of
 its weights that nobody waits for (Qi et al. 2023), so W can fill the pipeline's idle slots.
-A schedule without W ops runs each B as the whole backward.
+A schedule without W ops runs each B as the whole backward. `plan` names every schedule of
+notebook 06, naive to ZB-H1, as one kind of `Plan`.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from ..core.own_answers import own_answer
 from ..parallel.pipeline import BACKWARD, FORWARD, WEIGHT
 from .schedule_check import Op
-from .schedules import gpipe_order, one_f_one_b_order
+from .schedules import SCHEDULES, gpipe_order, naive_order, one_f_one_b_order
 
 
 def lifted(order: list[tuple[str, int]]) -> list[Op]:
@@ -93,12 +94,14 @@ def zb_h1_order(rank: int, stages: int, microbatches: int) -> list[Op]:
 
 @dataclass(frozen=True)
 class Plan:
-    """A schedule for the whole pipeline: its name, chunks per rank and how to order a rank."""
+    """A schedule for the whole pipeline: its name, chunks per rank, how to order a rank, and
+    whether a rank holds its results until a run of forwards (or backwards) is done."""
 
     name: str
     chunks: int
     order: Callable[[int, int, int], list[Op]]  # (rank, stages, microbatches) -> ops
     description: str
+    hold_sends: bool = False  # naive: the whole batch is passed on at once
 
     def orders(self, stages: int, microbatches: int) -> list[list[Op]]:
         return [self.order(r, stages, microbatches) for r in range(stages)]
@@ -113,6 +116,13 @@ def plan(name: str | Plan, chunks: int = 2) -> Plan:
     if isinstance(name, Plan):
         return name
     plans = {
+        "naive": Plan(
+            "naive",
+            1,
+            lambda r, k, m: lifted(naive_order(r, k, m)),
+            "the batch goes through one stage at a time (no pipelining)",
+            hold_sends=True,
+        ),
         "gpipe": Plan(
             "gpipe",
             1,
@@ -139,6 +149,19 @@ def plan(name: str | Plan, chunks: int = 2) -> Plan:
 
 
 NAMES = ("gpipe", "1f1b", "interleaved", "zb-h1")
+
+
+def one_chunk(name: str | Plan) -> Plan:
+    """The schedule `name`, refused unless it runs one chunk per rank with a whole backward:
+    what `pipeline.run_pipeline` and `schedule_play.simulate` take."""
+    sched = plan(name, 1)
+    if sched.name not in SCHEDULES:
+        raise ValueError(
+            f"{sched.name} needs chunks or a split backward: choose one of "
+            f"{', '.join(SCHEDULES)} here; play it out with `play_out`, train it with "
+            "`train_pipeline`."
+        )
+    return sched
 
 
 def interleaved_bubble_formula(stages: int, microbatches: int, chunks: int) -> float:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from itertools import pairwise
 
-from course_utils.model_parallel.schedules import Timeline, get_schedule
+from course_utils.model_parallel.schedules import Timeline
+from course_utils.model_parallel.virtual_schedules import plan
 
 EPS = 1e-9  # seconds: event times are differences of clock readings near 1e5 s
 
@@ -13,11 +14,13 @@ def assert_well_formed(tl: Timeline, handoff: float = 0.0) -> None:
     """Every stage runs its M forwards and M backwards in its schedule's order, one at a
     time, each after the hand-off it needs has crossed the link (`handoff` seconds, on a
     clock all the stages share): facts of the code, not of the machine's speed."""
-    order = get_schedule(tl.schedule).order
+    order = plan(tl.schedule, 1).order
     ops = {(e.stage, e.kind, e.microbatch): e for e in tl.compute()}
     for s in range(tl.stages):
         mine = sorted(tl.compute(s), key=lambda e: e.start)
-        assert [(e.kind, e.microbatch) for e in mine] == order(s, tl.stages, tl.microbatches)
+        assert [(e.kind, e.microbatch, e.chunk) for e in mine] == order(
+            s, tl.stages, tl.microbatches
+        )
         assert all(-EPS <= e.start < e.end for e in mine)
         assert all(a.end <= b.start + EPS for a, b in pairwise(mine))  # one op at a time
     for s in range(1, tl.stages):

@@ -14,12 +14,12 @@ from course_utils.model_parallel.pipeline import (
     serial_step,
     split,
 )
+from course_utils.model_parallel.schedule_play import simulate
 from course_utils.model_parallel.schedules import (
     bubble_formula,
     check_order,
     gpipe_order,
     one_f_one_b_order,
-    simulate,
 )
 
 

@@ -18,8 +18,8 @@ from torch import nn
 from course_utils.model_parallel import measure_bubble, real_compute_run
 from course_utils.model_parallel.activations import HeldActivations
 from course_utils.model_parallel.bubble import HANDOFF_LINK
-from course_utils.model_parallel.schedule_play import handoff_seconds
-from course_utils.model_parallel.schedules import Event, Timeline, bubble_formula, simulate
+from course_utils.model_parallel.schedule_play import handoff_seconds, simulate
+from course_utils.model_parallel.schedules import Event, Timeline, bubble_formula
 from course_utils.network import wire
 
 
@@ -176,12 +176,12 @@ def test_step_over_work_is_the_same_for_gpipe_and_1f1b_whatever_an_op_costs():
 
 def test_simulate_plays_each_op_out_with_its_own_time():
     tl = simulate("gpipe", 2, 2, durations=[(1.0, 2.0), (1.0, 2.0)])
-    slow = {**tl.op_durations(), (0, "F", 1): 3.0}  # one forward the machine slowed
+    slow = {**tl.op_durations(), (0, "F", 1, 0): 3.0}  # one forward the machine slowed
     played = simulate("gpipe", 2, 2, per_op=slow)
     assert played.makespan() == tl.makespan() + 2.0
     assert simulate("gpipe", 2, 2, per_op=tl.op_durations()).events == tl.events
-    with pytest.raises(ValueError, match="no duration for stage 1 B0"):
-        simulate("gpipe", 2, 2, per_op={k: v for k, v in slow.items() if k != (1, "B", 0)})
+    with pytest.raises(ValueError, match="no duration for rank 1 B0"):
+        simulate("gpipe", 2, 2, per_op={k: v for k, v in slow.items() if k != (1, "B", 0, 0)})
 
 
 def test_handoffs_count_only_what_a_waiting_receiver_waited_for():

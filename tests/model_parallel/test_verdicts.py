@@ -8,7 +8,7 @@ from course_utils.core.machine import MachineShare
 from course_utils.model_parallel import real_compute_run
 from course_utils.model_parallel import tensor_parallel as tp
 from course_utils.model_parallel import verdicts as v
-from course_utils.model_parallel.schedules import simulate
+from course_utils.model_parallel.schedule_play import simulate
 from course_utils.ranks.launch import launch
 
 

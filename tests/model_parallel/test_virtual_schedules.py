@@ -12,13 +12,12 @@ from course_utils.model_parallel.schedule_check import (
     expected_handoffs,
 )
 from course_utils.model_parallel.schedule_play import (
-    ChunkEvent,
     handoff_seconds,
-    op_durations,
     play_out,
     posting_seconds,
+    simulate,
 )
-from course_utils.model_parallel.schedules import Timeline, bubble_formula, simulate
+from course_utils.model_parallel.schedules import Event, Timeline, bubble_formula
 from course_utils.model_parallel.torch_pipelining import order_differences, unexplained_differences
 from course_utils.model_parallel.virtual_schedules import (
     NAMES,
@@ -165,7 +164,7 @@ def test_a_hand_off_sent_twice_or_never_is_refused():
 
 def test_play_out_replays_each_measured_op_and_charges_each_hand_off():
     tl = play_out("interleaved", 2, 4)
-    again = play_out("interleaved", 2, 4, per_op=op_durations(tl))
+    again = play_out("interleaved", 2, 4, per_op=tl.op_durations())
     assert again.events == tl.events
     slow = play_out("interleaved", 2, 4, handoff=0.25)
     assert slow.makespan() > tl.makespan() and slow.bubble_fraction() > tl.bubble_fraction()
@@ -178,21 +177,21 @@ def test_the_time_spent_handing_a_result_on_keeps_the_rank_busy_but_not_the_resu
     played out with it, rank 1 still gets F0 at 1.0 and the bubble is the measured one;
     played out without it, those 0.3 s would count as idle."""
     events = [
-        ChunkEvent(0, "F", 0, 0.0, 1.0),
-        ChunkEvent(0, "wait", -1, 1.3, 2.5),  # 1.0 to 1.3: sending F0
-        ChunkEvent(0, "B", 0, 2.5, 3.5),
-        ChunkEvent(0, "W", 0, 3.5, 4.5),
-        ChunkEvent(1, "wait", -1, 0.0, 1.0),
-        ChunkEvent(1, "F", 0, 1.0, 2.0),
-        ChunkEvent(1, "B", 0, 2.0, 2.5),
-        ChunkEvent(1, "W", 0, 2.5, 3.0),
+        Event(0, "F", 0, 0.0, 1.0),
+        Event(0, "wait", -1, 1.3, 2.5),  # 1.0 to 1.3: sending F0
+        Event(0, "B", 0, 2.5, 3.5),
+        Event(0, "W", 0, 3.5, 4.5),
+        Event(1, "wait", -1, 0.0, 1.0),
+        Event(1, "F", 0, 1.0, 2.0),
+        Event(1, "B", 0, 2.0, 2.5),
+        Event(1, "W", 0, 2.5, 3.0),
     ]
     measured = Timeline("zb-h1", 2, 1, events)
     posting = posting_seconds(measured)
     assert posting.pop((0, "F", 0, 0)) == pytest.approx(0.3)
     assert set(posting.values()) == {0.0}  # the last ops have none: nothing follows them
     played = play_out(
-        "zb-h1", 2, 1, per_op=op_durations(measured), posting=posting_seconds(measured)
+        "zb-h1", 2, 1, per_op=measured.op_durations(), posting=posting_seconds(measured)
     )
     assert [(e.stage, e.kind, e.start) for e in played.events if e.kind == "F"] == [
         (0, "F", 0.0),
@@ -200,17 +199,17 @@ def test_the_time_spent_handing_a_result_on_keeps_the_rank_busy_but_not_the_resu
     ]
     assert played.makespan() == measured.makespan() == 4.5
     assert played.bubble_fraction() == pytest.approx(measured.bubble_fraction())  # 3.7 / 9
-    without = play_out("zb-h1", 2, 1, per_op=op_durations(measured))
+    without = play_out("zb-h1", 2, 1, per_op=measured.op_durations())
     assert without.bubble_fraction() == pytest.approx(4.0 / 9)
 
 
 def test_handoff_seconds_follow_the_piece_that_sent_it():
     events = [
-        ChunkEvent(0, "F", 0, 0.0, 1.0, chunk=0),
-        ChunkEvent(1, "wait", -1, 0.0, 1.5),  # rank 1 waits for piece 0's F0: 0.5 s
-        ChunkEvent(1, "F", 0, 1.5, 2.0, chunk=0),
-        ChunkEvent(0, "wait", -1, 1.0, 2.25),  # rank 0's chunk 1 waits for piece 1: 0.25 s
-        ChunkEvent(0, "F", 0, 2.25, 3.0, chunk=1),
+        Event(0, "F", 0, 0.0, 1.0, chunk=0),
+        Event(1, "wait", -1, 0.0, 1.5),  # rank 1 waits for piece 0's F0: 0.5 s
+        Event(1, "F", 0, 1.5, 2.0, chunk=0),
+        Event(0, "wait", -1, 1.0, 2.25),  # rank 0's chunk 1 waits for piece 1: 0.25 s
+        Event(0, "F", 0, 2.25, 3.0, chunk=1),
     ]
     events.sort(key=lambda e: (e.stage, e.start))
     assert sorted(handoff_seconds(Timeline("interleaved", 2, 1, events), 2)) == [0.25, 0.5]
@@ -238,3 +237,12 @@ def test_schedule_charts_take_plain_data_and_compute_their_titles():
     ]
     title = charts.bubble_by_schedule(rows).axes[0].get_title()
     assert title == "K = 2, M = 4, simulated clock: zb-h1 idles least, 8.0% of the step"
+
+
+def test_only_results_that_leave_the_rank_take_time_on_its_link():
+    """K = 2, M = 1, a hand-off of 5 slots: F0, over, F0 and B0 on rank 1, back, B0. The
+    last rank's forward hands nothing on (the loss is there): were it charged on rank 1's
+    link, B0's gradient would leave 5 slots later."""
+    tl = play_out("1f1b", 2, 1, weight=0.0, handoff=5.0)
+    assert tl.makespan() == 1 + 5 + 1 + 1 + 5 + 1
+    assert simulate("1f1b", 2, 1, handoff=5.0).events == tl.events

@@ -11,7 +11,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
-from course_utils.model_parallel.schedules import get_schedule
+from course_utils.model_parallel.virtual_schedules import plan
 from course_utils.network.recorder import recording
 from course_utils.parallel.pipeline import pipeline_step
 from course_utils.ranks.launch import launch
@@ -61,10 +61,10 @@ def _stage(schedule: str, pipeline: list[int], as_on_nccl: bool) -> dict:
     stage = pipeline.index(dist.get_rank())
     module = _model()[stage]
     x, y = _batch()
-    order = get_schedule(schedule).order(stage, len(pipeline), M)
+    order = plan(schedule, 1).order(stage, len(pipeline), M)
     micro = list(zip(x.chunk(M), y.chunk(M), strict=True))
     sample = (6,) if stage == 0 else (8,)
-    hold = get_schedule(schedule).whole_batch_sends
+    hold = plan(schedule, 1).hold_sends
     with recording() as log:
         loss = pipeline_step(module, order, micro, F.cross_entropy, sample, pipeline, hold)
     grads = [p.grad for p in module.parameters()]
@@ -102,7 +102,7 @@ def _only_one_stage() -> float | None:
     module = _model()
     x, y = _batch()
     micro = list(zip(x.chunk(M), y.chunk(M), strict=True))
-    order = get_schedule("1f1b").order(0, 1, M)
+    order = plan("1f1b", 1).order(0, 1, M)
     return pipeline_step(module, order, micro, F.cross_entropy, (6,))
 
 
