@@ -22,12 +22,21 @@ import torch
 from ..core import progress
 from ..core.machine import MachineShare, machine_cores, on_a_quiet_machine
 from .pipeline import PipelineRun, mlp, run_pipeline
-from .schedule_play import handoff_seconds, simulate
-from .schedules import BACKWARD, FORWARD, Timeline, bubble_formula
+from .schedule_play import handoff_seconds, play_out, posting_seconds
+from .schedules import Timeline, bubble_formula
+from .virtual_schedules import (
+    BACKWARD,
+    FORWARD,
+    WEIGHT,
+    handoffs_per_step,
+    interleaved_bubble_formula,
+    plan,
+    zb_h1_bubble_formula,
+)
 
 __all__ = [
-    "HANDOFF_LINK", "least_disturbed_steps", "measure_bubble", "on_the_real_clock",
-    "real_clock_stages", "real_compute_run", "typical_run",
+    "HANDOFF_LINK", "formula", "least_disturbed_steps", "measure_bubble", "on_the_real_clock",
+    "real_clock_stages", "real_compute_run", "row_from", "typical_run",
 ]  # fmt: skip
 
 T = TypeVar("T")
@@ -131,15 +140,16 @@ def measure_bubble(
     moment makes the others wait, so noise only ever adds idle time (the least disturbed
     step is the schedule's, as `timeit` keeps the fastest run).
 
-    Beside GPipe's formula, each row holds the bubble the schedule gives when played out
-    with every op's own measured time and the median measured hand-off
-    (`from_stages_and_link`: unequal stages and slow hand-offs make it larger, a pipeline
-    that waits where its schedule does not is measured above it), the measured step over
-    that schedule's (`step_over_played_out`), the stages' backward time over their forward
-    time (`backward_over_forward`: two matrix products to one, about 2), the median forward
-    of one micro-batch on one stage (`forward_seconds`), the median hand-off
-    (`handoff_seconds`), K (`stages`) and the clock the stages were timed on (`clock`: real
-    on the wall clock, fair only with a core per stage; simulated on the link clock).
+    Each row is `row_from`'s. Beside GPipe's formula, it holds the bubble the schedule gives
+    when played out with every op's own measured time, the time its stage then spent handing
+    the result on, and the median measured hand-off (`from_stages_and_link`: unequal stages
+    and slow hand-offs make it larger, a pipeline that waits where its schedule does not is
+    measured above it), the measured step over that schedule's (`step_over_played_out`), the
+    stages' backward time over their forward time (`backward_over_forward`: two matrix
+    products to one, about 2), the median forward of one micro-batch on one stage
+    (`forward_seconds`), the median hand-off (`handoff_seconds`), K (`stages`) and the clock
+    the stages were timed on (`clock`: real on the wall clock, fair only with a core per
+    stage; simulated on the link clock).
     `stage_cost` makes stages unequal, as in `real_compute_run`.
     """
     clock = "real" if link is None else "simulated"
@@ -153,27 +163,56 @@ def measure_bubble(
                 runs.append(real_compute_run(schedule, stages, m, link=link, **sizes))
                 bar.update(1)
             tl = min((r.timeline for r in runs), key=Timeline.bubble_fraction)
-            rows.append(_bubble_row(tl, schedule, stages, m, clock))
+            rows.append(row_from(tl, schedule, 1, clock, micro_batch_size * width * 4))
     return rows
 
 
-def _bubble_row(tl: Timeline, schedule: str, stages: int, m: int, clock: str) -> dict:
-    """`measure_bubble`'s row for one M, from its least idle step `tl`."""
-    handoffs = handoff_seconds(tl, chunks=1)
+def _median(tl: Timeline, kind: str) -> float:
+    times = [e.end - e.start for e in tl.compute() if e.kind == kind]
+    return statistics.median(times) if times else 0.0
+
+
+def formula(schedule: str, stages: int, microbatches: int, chunks: int = 2, f=1.0, b=1.0, w=1.0):
+    """The schedule's bubble on paper: (K-1)/(M+K-1), (K-1)/(v·M+K-1), or ZB-H1's with the
+    given F, B and W (equal by default, as Qi et al. assume)."""
+    name = plan(schedule, chunks).name
+    if name == "interleaved":
+        return interleaved_bubble_formula(stages, microbatches, chunks)
+    if name == "zb-h1":
+        return zb_h1_bubble_formula(stages, microbatches, f, b, w)
+    return bubble_formula(stages, microbatches)
+
+
+def row_from(tl: Timeline, schedule: str, chunks: int, clock: str, activation_bytes: int) -> dict:
+    """One step's figures: measured and played-out bubble, formula, op and hand-off times,
+    hand-offs and their bytes, activations held (micro-batch pieces, and bytes measured)."""
+    v = plan(schedule, chunks).chunks
+    handoffs = handoff_seconds(tl, v)
     handoff = statistics.median(handoffs) if handoffs else 0.0
-    played = simulate(schedule, stages, m, per_op=tl.op_durations(), handoff=handoff)
-    busy = {
-        k: sum(e.end - e.start for e in tl.compute() if e.kind == k) for k in (FORWARD, BACKWARD)
-    }
+    played = play_out(
+        schedule, tl.stages, tl.microbatches, chunks=v, per_op=tl.op_durations(),
+        handoff=handoff, posting=posting_seconds(tl),
+    )  # fmt: skip
+    f, b, w = (_median(tl, k) for k in (FORWARD, BACKWARD, WEIGHT))
+    messages = handoffs_per_step(tl.stages, tl.microbatches, v)
     return {
-        "microbatches": m,
+        "schedule": plan(schedule, chunks).name,
+        "virtual_stages": v,
+        "clock": clock,
+        "stages": tl.stages,
+        "microbatches": tl.microbatches,
         "measured": tl.bubble_fraction(),
-        "predicted": bubble_formula(stages, m),
         "from_stages_and_link": played.bubble_fraction(),
         "step_over_played_out": tl.makespan() / played.makespan(),
-        "backward_over_forward": busy[BACKWARD] / busy[FORWARD],
-        "forward_seconds": tl.slot,
+        "predicted": formula(schedule, tl.stages, tl.microbatches, v, f, b, w or b),
+        "forward_seconds": f,
+        "backward_seconds": b,
+        "weight_seconds": w,
+        "backward_over_forward": (b + w) / f if f else 0.0,
         "handoff_seconds": handoff,
-        "clock": clock,
-        "stages": stages,
+        "handoffs": messages,
+        "handoff_bytes": messages * activation_bytes,
+        "peak_held": list(tl.peak_activations),
+        "peak_bytes": list(tl.peak_bytes),
+        "step_seconds": tl.makespan(),
     }
