@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
+import torch
 
 
 @dataclass
@@ -17,6 +19,43 @@ class Phases:
     steps: int = 0  # timed updates
     samples: int = 0  # samples in the timed updates
     seconds: float = 0.0  # training clock over the timed updates, data loading included
+
+
+class PhaseClock:
+    """Seconds per phase of every micro-batch of the updates after the first `after` (None: off).
+
+    On a GPU each reading waits for the queued kernels, so a phase gets its own work.
+    """
+
+    def __init__(self, after: int | None, device: torch.device):
+        self.after, self.cuda, self.phases = after, device.type == "cuda", Phases()
+        self.timing, self.last = False, 0.0
+
+    def _now(self) -> float:
+        if self.cuda:
+            torch.cuda.synchronize()
+        return time.perf_counter()
+
+    def start(self, steps_done: int) -> None:
+        self.timing = self.after is not None and steps_done >= self.after
+        if self.timing:
+            self.last = self._now()
+
+    def tick(self, phase: str, samples: int = 0) -> None:
+        if self.timing:
+            now = self._now()
+            setattr(self.phases, phase, getattr(self.phases, phase) + now - self.last)
+            self.phases.samples += samples
+            self.last = now
+
+    def result(self, step_seconds: list[float]) -> Phases | None:
+        if self.after is None:
+            return None
+        timed = len(step_seconds) - self.after
+        if timed > 0:
+            before = step_seconds[self.after - 1] if self.after else 0.0
+            self.phases.steps, self.phases.seconds = timed, step_seconds[-1] - before
+        return self.phases
 
 
 @dataclass

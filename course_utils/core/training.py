@@ -1,6 +1,6 @@
 """One training loop for the whole course: single process, or inside each rank of a launch.
 
-`train(model, loader, ...)` runs plain SGD or Adam with an optional lr schedule (a
+`train(model, loader, Recipe(...))` runs plain SGD or Adam with an optional lr schedule (a
 callable step -> factor, so linear warmup is one lambda) and returns a `History` of plain
 lists that can be sent back from a rank and plotted. It works unchanged on a model wrapped
 in DistributedDataParallel with a loader from `data.shard_loader` (the sampler is told
@@ -18,19 +18,22 @@ import contextlib
 import itertools
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
 from . import progress as progress_bars
-from .history import History, Phases
+from .history import History, PhaseClock, Phases
 from .loaders import as_tensors, set_epoch, tensor_loader
 
 __all__ = [
+    "Evaluation",
     "History",
     "Phases",
     "as_tensors",
+    "Recipe",
     "make_optimizer",
     "tensor_loader",
     "torch_threads",
@@ -40,76 +43,102 @@ __all__ = [
 OPTIMIZERS = ("sgd", "adam")
 
 
-def make_optimizer(model: nn.Module, optimizer, lr: float, momentum: float, weight_decay: float):
+def make_optimizer(model: nn.Module, recipe: Recipe) -> torch.optim.Optimizer:
+    """The optimizer `recipe` names, over `model`'s parameters (or the one it holds)."""
+    optimizer, lr, decay = recipe.optimizer, recipe.lr, recipe.weight_decay
     if isinstance(optimizer, torch.optim.Optimizer):
         return optimizer
     if optimizer == "sgd":
         return torch.optim.SGD(
-            model.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay
+            model.parameters(), lr=lr, momentum=recipe.momentum, weight_decay=decay
         )
     if optimizer == "adam":
-        return torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
+        return torch.optim.Adam(model.parameters(), lr=lr, weight_decay=decay)
     raise ValueError(f"optimizer must be one of {OPTIMIZERS} or an Optimizer, got {optimizer!r}.")
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How `train` trains: for how long, in what updates, with which optimizer, where.
+
+    Without `epochs`, one pass, or with `max_steps` as many passes as those updates need.
+    Each update takes `accumulate` micro-batches (a DDP model syncs only on the last, under
+    `no_sync` on the others). `lr_schedule(step)` multiplies `lr` at every update; a ready
+    `torch.optim.Optimizer` may stand in for `optimizer`'s name. `threads` caps torch's
+    threads for this call only: a small model runs no faster on two, and a second thread
+    spinning against other processes can slow it tenfold. `progress` shows the bar of epochs
+    (default: in a notebook only)."""
+
+    epochs: int | None = None
+    max_steps: int | None = None
+    accumulate: int = 1
+    lr: float = 0.01
+    optimizer: str | torch.optim.Optimizer = "sgd"
+    momentum: float = 0.0
+    weight_decay: float = 0.0
+    lr_schedule: Callable[[int], float] | None = None
+    loss_fn: Callable | None = None  # default: cross-entropy
+    seed: int | None = None
+    threads: int | None = None
+    device: torch.device | str | None = None  # default: where the model's weights are
+    progress: bool | None = None
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """What `train` evaluates, never on its clock: `val_loader` and `test_loader` once per
+    epoch and once at the end, `eval_loader` every `eval_every` updates. `sync_metrics`
+    (default: when the model is DDP-wrapped) averages the metrics over the ranks."""
+
+    val_loader: Iterable | None = None
+    test_loader: Iterable | None = None
+    eval_loader: Iterable | None = None
+    eval_every: int | None = None
+    sync_metrics: bool | None = None
 
 
 def train(
     model: nn.Module,
     train_loader: Iterable,
+    recipe: Recipe = Recipe(),
+    evaluation: Evaluation = Evaluation(),
     *,
-    epochs: int | None = None,
-    lr: float = 0.01,
-    optimizer: str | torch.optim.Optimizer = "sgd",
-    momentum: float = 0.0,
-    weight_decay: float = 0.0,
-    lr_schedule: Callable[[int], float] | None = None,
-    val_loader: Iterable | None = None,
-    test_loader: Iterable | None = None,
-    eval_loader: Iterable | None = None,
-    eval_every: int | None = None,
-    max_steps: int | None = None,
-    accumulate: int = 1,
     after_backward: Callable[[nn.Module], None] | None = None,
     after_step: Callable[[int, float], None] | None = None,
     clock_after: int | None = None,
-    device: torch.device | str | None = None,
-    seed: int | None = None,
-    loss_fn: Callable | None = None,
-    sync_metrics: bool | None = None,
-    threads: int | None = None,
-    progress: bool | None = None,
 ) -> History:
-    """Train `model` in place for `epochs` passes or `max_steps` updates; return its History.
+    """Train `model` in place as `recipe` says, evaluating as `evaluation` says; return its
+    History.
 
-    Without `epochs`, one pass, or with `max_steps` as many passes as those updates need.
-    `lr_schedule(step)` multiplies `lr` at every update. Each update takes `accumulate`
-    micro-batches (a DDP model syncs only on the last, under `no_sync` on the others), then
-    `after_backward(model)` (say, averaging gradients by hand), then the optimizer step.
-    `after_step(steps, loss)` runs once each update is applied (say, to save a checkpoint
-    that a resumed run continues from exactly). `clock_after=n` times forward, backward and
-    optimizer of every update after the first n (the warm-up) into `History.phases`.
-    `eval_loader` is evaluated every `eval_every` updates; the validation and test loaders
-    once per epoch and once at the end.
-    `sync_metrics` (default: when the model is DDP-wrapped) averages evaluation metrics over
-    the ranks. `threads` caps torch's threads for this call only: a small model runs no
-    faster on two, and a second thread spinning against other processes can slow it tenfold.
+    After each update's backward, `after_backward(model)` (say, averaging gradients by hand),
+    then the optimizer step. `after_step(steps, loss)` runs once each update is applied (say,
+    to save a checkpoint that a resumed run continues from exactly). `clock_after=n` times
+    forward, backward and optimizer of every update after the first n (the warm-up) into
+    `History.phases`.
     """
-    with torch_threads(threads):
-        epochs = _check(epochs, max_steps, accumulate, after_backward, clock_after)
+    max_steps, accumulate = recipe.max_steps, recipe.accumulate
+    eval_loader, eval_every = evaluation.eval_loader, evaluation.eval_every
+    with torch_threads(recipe.threads):
+        epochs = _check(recipe.epochs, max_steps, accumulate, after_backward, clock_after)
         if eval_every is not None and (eval_loader is None or eval_every < 1):
             raise ValueError("eval_every needs an eval_loader and a positive number of updates.")
-        if seed is not None:
-            torch.manual_seed(seed)
-        device = torch.device(device) if device is not None else _model_device(model)
+        if recipe.seed is not None:
+            torch.manual_seed(recipe.seed)
+        device = torch.device(recipe.device) if recipe.device is not None else _model_device(model)
         model.to(device)
-        loss_fn = loss_fn or nn.CrossEntropyLoss()
-        opt = make_optimizer(model, optimizer, lr, momentum, weight_decay)
-        scheduler = torch.optim.lr_scheduler.LambdaLR(opt, lr_schedule) if lr_schedule else None
+        loss_fn = recipe.loss_fn or nn.CrossEntropyLoss()
+        opt = make_optimizer(model, recipe)
+        scheduler = (
+            torch.optim.lr_scheduler.LambdaLR(opt, recipe.lr_schedule)
+            if recipe.lr_schedule
+            else None
+        )
+        sync_metrics = evaluation.sync_metrics
         if sync_metrics is None:
             sync_metrics = isinstance(model, nn.parallel.DistributedDataParallel)
-        history = History(
-            config={"lr": lr, "optimizer": str(optimizer), "momentum": momentum, "epochs": epochs}
-        )
-        clock = _PhaseClock(clock_after, device)
+        config = {"lr": recipe.lr, "optimizer": str(recipe.optimizer), "momentum": recipe.momentum}
+        history = History(config={**config, "epochs": epochs})
+        clock = PhaseClock(clock_after, device)
 
         def evaluate(loader):
             return _evaluate(model, loader, loss_fn, device, sync_metrics)
@@ -122,7 +151,7 @@ def train(
 
         if eval_every:
             checkpoint()
-        bar = _progress_bar(epochs, progress)
+        bar = _progress_bar(epochs, recipe.progress)
         micro, losses = 0, []
         for epoch in range(epochs) if epochs else itertools.count():
             set_epoch(train_loader, epoch)
@@ -183,8 +212,8 @@ def train(
             history.epoch_seconds.append(history.seconds)
             history.epoch_train_loss.append(loss_sum / max(seen, 1))
             history.epoch_train_acc.append(correct / max(seen, 1))
-            if val_loader is not None:
-                val_loss, val_acc = evaluate(val_loader)
+            if evaluation.val_loader is not None:
+                val_loss, val_acc = evaluate(evaluation.val_loader)
                 history.epoch_val_loss.append(val_loss)
                 history.epoch_val_acc.append(val_acc)
             bar.set_postfix(loss=f"{history.epoch_train_loss[-1]:.3f}")
@@ -193,8 +222,8 @@ def train(
         history.phases = clock.result(history.step_seconds)
         if eval_every and history.eval_step[-1] != history.steps:
             checkpoint()
-        if test_loader is not None:
-            history.test_loss, history.test_acc = evaluate(test_loader)
+        if evaluation.test_loader is not None:
+            history.test_loss, history.test_acc = evaluate(evaluation.test_loader)
         return history
 
 
@@ -218,43 +247,6 @@ def _syncing(model: nn.Module, sync: bool):
     if sync or not isinstance(model, nn.parallel.DistributedDataParallel):
         return contextlib.nullcontext()
     return model.no_sync()
-
-
-class _PhaseClock:
-    """Seconds per phase of every micro-batch of the updates after the first `after` (None: off).
-
-    On a GPU each reading waits for the queued kernels, so a phase gets its own work.
-    """
-
-    def __init__(self, after: int | None, device: torch.device):
-        self.after, self.cuda, self.phases = after, device.type == "cuda", Phases()
-        self.timing, self.last = False, 0.0
-
-    def _now(self) -> float:
-        if self.cuda:
-            torch.cuda.synchronize()
-        return time.perf_counter()
-
-    def start(self, steps_done: int) -> None:
-        self.timing = self.after is not None and steps_done >= self.after
-        if self.timing:
-            self.last = self._now()
-
-    def tick(self, phase: str, samples: int = 0) -> None:
-        if self.timing:
-            now = self._now()
-            setattr(self.phases, phase, getattr(self.phases, phase) + now - self.last)
-            self.phases.samples += samples
-            self.last = now
-
-    def result(self, step_seconds: list[float]) -> Phases | None:
-        if self.after is None:
-            return None
-        timed = len(step_seconds) - self.after
-        if timed > 0:
-            before = step_seconds[self.after - 1] if self.after else 0.0
-            self.phases.steps, self.phases.seconds = timed, step_seconds[-1] - before
-        return self.phases
 
 
 @contextlib.contextmanager

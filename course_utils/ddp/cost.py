@@ -22,7 +22,7 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
 from ..core import progress
 from ..core.history import History
-from ..core.training import tensor_loader, train
+from ..core.training import Recipe, tensor_loader, train
 from ..network import wire
 from ..network.wire import REAL
 from ..ranks.bootstrap import device, synchronize
@@ -80,13 +80,13 @@ class StepTimes:
         return 1000 * self.seconds / (self.samples * self.world_size)
 
 
-def _timed_training(model, loader, variant: Variant, samples: int, **hooks) -> History:
-    """Enough updates of `variant` for `samples` timed samples, after the warm-up updates."""
+def _timed_training(model, loader, variant: Variant, samples: int, threads=None, hook=None):
+    """Enough updates of `variant` for `samples` timed samples, after the warm-up updates;
+    `hook` runs after each update's backward."""
     updates = math.ceil(samples / (variant.per_rank_batch * variant.accumulate))
-    return train(
-        model, loader, lr=0.01, max_steps=WARMUP_UPDATES + updates,
-        accumulate=variant.accumulate, clock_after=WARMUP_UPDATES, **hooks,
-    )  # fmt: skip
+    steps = WARMUP_UPDATES + updates
+    recipe = Recipe(lr=0.01, max_steps=steps, accumulate=variant.accumulate, threads=threads)
+    return train(model, loader, recipe, clock_after=WARMUP_UPDATES, after_backward=hook)
 
 
 def _step_times(variant: Variant, world_size: int, history: History, recorder=None) -> StepTimes:
@@ -112,9 +112,7 @@ def time_replica(setup: Setup, variant: Variant, samples: int, link=REAL) -> Ste
     model.register_comm_hook(recorder, recording_hook)
     loader = rank_loader(d.train, variant.per_rank_batch, setup.seed)
     with wire.active(on.link):
-        history = _timed_training(
-            model, loader, variant, samples, after_backward=recorder.close_update
-        )
+        history = _timed_training(model, loader, variant, samples, hook=recorder.close_update)
     return _step_times(variant, dist.get_world_size(), history, recorder)
 
 

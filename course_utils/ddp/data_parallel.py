@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from ..core.gpus import visible_gpus
-from ..core.training import train
+from ..core.training import Recipe, train
 from ..ranks.launch import launch
 from .equivalence import Setup, build_model, load_data
 
@@ -32,7 +32,7 @@ def _data_parallel_vs_one_device(setup: Setup, batch: int, steps: int) -> dict:
     x, y = (t[:batch].to("cuda:0") for t in d.train.tensors)
 
     def ms_per_step(model) -> float:
-        history = train(model, [(x, y)], lr=0.01, max_steps=steps + 5, clock_after=5)
+        history = train(model, [(x, y)], Recipe(max_steps=steps + 5, lr=0.01), clock_after=5)
         return 1000 * history.phases.seconds / steps
 
     one = ms_per_step(build_model(setup, d, "cuda:0"))

@@ -21,7 +21,7 @@ from torch.utils.data import BatchSampler, DataLoader, Dataset, Sampler
 from ..core import data as course_data
 from ..core import models
 from ..core.own_answers import mark, own_answer
-from ..core.training import train
+from ..core.training import Recipe, train
 from ..parallel import data_parallel
 from ..ranks.bootstrap import device
 from ..ranks.launch import launch
@@ -127,7 +127,9 @@ def replica_run(setup: Setup, mode: str, average=None) -> dict:
     model = build_model(setup, d, device())
     loader = rank_loader(d.train, setup.per_rank_batch, setup.seed)
     replica, hook = (wrap(model), None) if mode == "ddp" else (model, average or average_gradients)
-    history = train(replica, loader, max_steps=setup.steps, lr=setup.lr, after_backward=hook)
+    history = train(
+        replica, loader, Recipe(max_steps=setup.steps, lr=setup.lr), after_backward=hook
+    )
     params = parameters_to_vector(model.parameters()).detach().cpu()
     return {"losses": history.step_loss, "params": params}
 
@@ -137,7 +139,7 @@ def single_run(setup: Setup, world_size: int) -> dict:
     d = load_data(setup)
     model = build_model(setup, d)
     loader = twin_loader(d.train, world_size, setup.per_rank_batch, setup.seed)
-    history = train(model, loader, max_steps=setup.steps, lr=setup.lr)
+    history = train(model, loader, Recipe(max_steps=setup.steps, lr=setup.lr))
     return {
         "losses": history.step_loss,
         "params": parameters_to_vector(model.parameters()).detach(),

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, replace
 
 from ..core import data as course_data
-from ..core.training import History, tensor_loader, train
+from ..core.training import Evaluation, History, Recipe, tensor_loader, train
 from ..lr_scaling.experiments import scaled_lr
 from ..network import wire
 from ..ranks.bootstrap import device
@@ -35,11 +35,11 @@ def ddp_training(setup: Setup, epochs: int) -> History:
     return train(
         model,
         course_data.shard_loader(train_set, setup.per_rank_batch, seed=setup.seed, drop_last=True),
-        epochs=epochs,
-        lr=setup.lr,
-        val_loader=course_data.shard_loader(val_set, 500, shuffle=False),
-        test_loader=course_data.shard_loader(d.test, 500, shuffle=False),
-        seed=setup.seed,
+        Recipe(epochs=epochs, lr=setup.lr, seed=setup.seed),
+        Evaluation(
+            val_loader=course_data.shard_loader(val_set, 500, shuffle=False),
+            test_loader=course_data.shard_loader(d.test, 500, shuffle=False),
+        ),
     )
 
 
@@ -49,12 +49,11 @@ def single_training(setup: Setup, batch: int, epochs: int) -> History:
     return train(
         build_model(setup, d),
         tensor_loader(train_set, batch, seed=setup.seed),
-        epochs=epochs,
-        lr=setup.lr,
-        val_loader=tensor_loader(val_set, 500, shuffle=False),
-        test_loader=tensor_loader(d.test, 500, shuffle=False),
-        seed=setup.seed,
-        threads=1,
+        Recipe(epochs=epochs, lr=setup.lr, seed=setup.seed, threads=1),
+        Evaluation(
+            val_loader=tensor_loader(val_set, 500, shuffle=False),
+            test_loader=tensor_loader(d.test, 500, shuffle=False),
+        ),
     )
 
 

@@ -23,7 +23,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from ..core import data as course_data
 from ..core import models, profiles, progress
-from ..core.training import train
+from ..core.training import Evaluation, Recipe, train
 from ..ranks.bootstrap import join_from_torchrun, leave
 from ..ranks.examples import whoami
 from ..ranks.torchrun import report_results
@@ -91,13 +91,12 @@ def run(args: argparse.Namespace) -> dict:
         history = train(
             DDP(model),
             loader,
-            epochs=args.epochs,
-            lr=args.lr,
-            val_loader=course_data.shard_loader(val_set, 512, shuffle=False),
-            test_loader=course_data.shard_loader(d.test, 512, shuffle=False),
-            device=where,
+            Recipe(epochs=args.epochs, lr=args.lr, device=where, progress=False),
+            Evaluation(
+                val_loader=course_data.shard_loader(val_set, 512, shuffle=False),
+                test_loader=course_data.shard_loader(d.test, 512, shuffle=False),
+            ),
             after_step=lambda steps, loss: bar.update(1),
-            progress=False,
         )
     return {
         **whoami(),

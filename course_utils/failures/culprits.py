@@ -23,7 +23,7 @@ import torch.distributed as dist
 
 from ..core.backends import GLOO
 from ..core.errors import LaunchTimeout
-from ..core.training import train
+from ..core.training import Recipe, train
 from ..ranks.launch import launch
 from ..ranks.rank_output import quiet_stderr
 from .resume import RunConfig, build, replica
@@ -100,9 +100,11 @@ def _straggler_worker(cfg: RunConfig, slow_rank: int, delay: float, steps: int) 
         waits.append(time.perf_counter() - started)
 
     history = train(
-        model, loader, max_steps=steps, optimizer=optimizer, after_backward=average,
-        threads=cfg.threads,
-    )  # fmt: skip
+        model,
+        loader,
+        Recipe(max_steps=steps, optimizer=optimizer, threads=cfg.threads),
+        after_backward=average,
+    )
     ends = history.step_seconds
     step = [b - a for a, b in zip([0.0, *ends[:-1]], ends, strict=True)]
     return {"step": step, "wait": waits}
@@ -160,8 +162,12 @@ def _checksum_worker(cfg: RunConfig, every: int, steps: int, forget: int | None,
         ]
         records.append({"step": step, "checksums": [s.tolist() for s in sums], "pairs": pairs})
 
-    train(ddp, loader, max_steps=steps, optimizer=optimizer, after_step=after_step,
-          threads=cfg.threads)  # fmt: skip
+    train(
+        ddp,
+        loader,
+        Recipe(max_steps=steps, optimizer=optimizer, threads=cfg.threads),
+        after_step=after_step,
+    )
     return records
 
 

@@ -15,7 +15,7 @@ import torch.distributed as dist
 from ..core.backends import GLOO
 from ..core.checks import NOT_SOLVED, attempt, verdict
 from ..core.errors import LaunchError
-from ..core.training import train
+from ..core.training import Recipe, train
 from ..ranks.launch import launch
 from .resume import RunConfig, build, replica
 
@@ -55,7 +55,7 @@ def _resume_trial(resume, cfg: RunConfig, save_at: int) -> dict:
         if step == save_at:
             saved.update(_snapshot(model, optimizer, batches))
 
-    train(replica(model), loader, max_steps=cfg.steps, optimizer=optimizer, after_step=keep)
+    train(replica(model), loader, Recipe(max_steps=cfg.steps, optimizer=optimizer), after_step=keep)
     expected = torch.nn.utils.parameters_to_vector(model.parameters()).detach().clone()
     model, optimizer, batches, loader = build(cfg)
     torch.manual_seed(12345)  # a fresh process's RNG is not the saved one
@@ -64,7 +64,7 @@ def _resume_trial(resume, cfg: RunConfig, save_at: int) -> dict:
         return {"solved": False}
     now = _snapshot(model, optimizer, batches)
     restored = {part: _same(saved[part], now[part]) for part in saved}
-    train(replica(model), loader, max_steps=cfg.steps - save_at, optimizer=optimizer)
+    train(replica(model), loader, Recipe(max_steps=cfg.steps - save_at, optimizer=optimizer))
     final = torch.nn.utils.parameters_to_vector(model.parameters()).detach()
     return {"solved": True, "restored": restored, "equal": torch.equal(final, expected),
             "step": out, "rank": dist.get_rank()}  # fmt: skip

@@ -28,7 +28,7 @@ from torch.distributed.tensor import DTensor
 
 from ..core import models
 from ..core.backends import GLOO
-from ..core.training import train
+from ..core.training import Recipe, train
 from ..parallel import checkpoint
 from ..ranks.bootstrap import device
 from ..ranks.launch import launch
@@ -71,8 +71,12 @@ def sharded_training(cfg: RunConfig, parts: tuple[str, ...] = checkpoint.PARTS) 
         if cfg.every and state.step % cfg.every == 0:
             checkpoint.save(state, cfg.checkpoint_dir)
 
-    train(model, NoisyLoader(x, y, batches, 0.0), max_steps=cfg.steps - start,
-          optimizer=optimizer, after_step=after_step, threads=cfg.threads)  # fmt: skip
+    train(
+        model,
+        NoisyLoader(x, y, batches, 0.0),
+        Recipe(max_steps=cfg.steps - start, optimizer=optimizer, threads=cfg.threads),
+        after_step=after_step,
+    )
     whole = [p.full_tensor() if isinstance(p, DTensor) else p for p in model.parameters()]
     return {
         "rank": dist.get_rank(),

@@ -27,7 +27,7 @@ from ..core import data as course_data
 from ..core import models
 from ..core.backends import GLOO
 from ..core.errors import LaunchError
-from ..core.training import train
+from ..core.training import Recipe, train
 from ..parallel import checkpoint
 from ..ranks.launch import launch
 from .batches import GlobalBatches, NoisyLoader
@@ -143,9 +143,11 @@ def checkpointed_training(cfg: RunConfig) -> dict:
     history = None
     if cfg.steps > start:
         history = train(
-            ddp, loader, max_steps=cfg.steps - start, optimizer=optimizer,
-            after_step=after_step, threads=cfg.threads,
-        )  # fmt: skip
+            ddp,
+            loader,
+            Recipe(max_steps=cfg.steps - start, optimizer=optimizer, threads=cfg.threads),
+            after_step=after_step,
+        )
     return {
         "rank": dist.get_rank(),
         "start": start,

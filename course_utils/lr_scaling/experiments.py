@@ -36,7 +36,7 @@ WARMED = ("warmup", "sqrt", "capped")  # the rules that warm up
 
 @dataclass(frozen=True)
 class LinearWarmup:
-    """An lr factor for `training.train(lr_schedule=...)`: `start` at step 0, 1 from `steps` on.
+    """An lr factor for `training.Recipe(lr_schedule=...)`: `start` at step 0, 1 from `steps` on.
 
     Goyal et al. start at the base lr (`start = base_batch / batch`) and reach the scaled
     lr after five epochs, rising by the same amount at every update.
@@ -158,15 +158,17 @@ def scaling_trial(
     history = training.train(
         net,
         training.tensor_loader(train_set, batch_size, seed=seed, drop_last=True),
-        epochs=None if updates else S.epochs,  # updates=0: the epoch budget
-        max_steps=updates or None,
-        lr=lr,
-        momentum=S.momentum,
-        lr_schedule=schedule,
-        test_loader=training.tensor_loader(ds.test, 1024, shuffle=False),
-        device=device,
-        seed=seed,
-        threads=S.threads,
+        training.Recipe(
+            epochs=None if updates else S.epochs,
+            max_steps=updates or None,
+            lr=lr,
+            momentum=S.momentum,
+            lr_schedule=schedule,
+            seed=seed,
+            threads=S.threads,
+            device=device,
+        ),
+        training.Evaluation(test_loader=training.tensor_loader(ds.test, 1024, shuffle=False)),
     )
     noise_scale = None
     if batch_size == S.base_batch and S.noise_scale:

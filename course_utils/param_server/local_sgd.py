@@ -16,7 +16,7 @@ import torch.distributed as dist
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
 from ..core.models import build
-from ..core.training import train
+from ..core.training import Recipe, train
 from ..parallel.allreduce import parameter_server_allreduce
 from ..ranks.launch import launch
 from .server import worker_batches
@@ -49,7 +49,7 @@ def _local_sgd_node(cfg: AveragingConfig, average_every, same_start, train_set, 
     rounds, done = 0, 0
     while done < cfg.steps:  # the course's loop, `average_every` updates at a time
         updates = min(average_every or cfg.steps, cfg.steps - done)
-        train(model, itertools.islice(batches, updates), lr=cfg.lr)
+        train(model, itertools.islice(batches, updates), Recipe(lr=cfg.lr))
         done += updates
         if average_every and done % average_every == 0:
             _average(model)

@@ -77,12 +77,14 @@ def steps_trial(batch_and_lr, seed: int = 0, sizes=None) -> dict:
     train_set, _ = data.train_val_split(ds.train, S.val_fraction, seed=0)
     train_set = training.as_tensors(train_set)
     net = models.build(P.model, ds.input_shape, ds.num_classes, S.hidden, seed=seed)
-    opt = training.make_optimizer(net, "sgd", lr, S.momentum, 0.0)
+    opt = training.make_optimizer(net, training.Recipe(lr=lr, momentum=S.momentum))
     loader = training.tensor_loader(train_set, batch_size, seed=seed, drop_last=True)
     chunk = max(1, S.critical_check_samples // batch_size)
     steps, loss = 0, math.inf
     while steps * batch_size < S.critical_max_samples:
-        training.train(net, loader, max_steps=chunk, lr=lr, optimizer=opt, threads=S.threads)
+        training.train(
+            net, loader, training.Recipe(max_steps=chunk, lr=lr, optimizer=opt, threads=S.threads)
+        )
         steps += chunk
         loss = full_loss(net, train_set)
         if loss <= S.critical_target or not math.isfinite(loss):

@@ -159,11 +159,9 @@ def at_minibatch_run(profile, device=None) -> float:
     training.train(
         net,
         training.tensor_loader(compare, S.minibatch_size, seed=0),
-        epochs=S.minibatch_epochs,
-        lr=S.compare_lr,
-        threads=S.threads,
-        device=device,
-        seed=0,
+        training.Recipe(
+            epochs=S.minibatch_epochs, lr=S.compare_lr, seed=0, threads=S.threads, device=device
+        ),
     )
     return noise_scale(net, compare, threads=S.threads)
 

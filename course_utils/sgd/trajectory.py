@@ -28,12 +28,8 @@ def loss_path(net, dataset, batch_size: int, lr: float, updates: int, seed=0, th
     history = training.train(
         model,
         training.tensor_loader(dataset, batch_size, seed=seed),
-        max_steps=updates,
-        lr=lr,
-        eval_loader=whole,
-        eval_every=1,
-        seed=seed,
-        threads=threads,
+        training.Recipe(max_steps=updates, lr=lr, seed=seed, threads=threads),
+        training.Evaluation(eval_loader=whole, eval_every=1),
     )
     return history.eval_loss
 
@@ -116,13 +112,8 @@ def _race_one(net, dataset, batch: int, lrs, updates: float, whole, seed, thread
         runs[lr] = training.train(
             copy.deepcopy(net),
             training.tensor_loader(dataset, batch, seed=seed),
-            max_steps=steps,
-            lr=lr,
-            eval_loader=whole,
-            eval_every=steps,
-            seed=seed,
-            threads=threads,
-            progress=False,  # the race's bar counts the runs
+            training.Recipe(max_steps=steps, lr=lr, seed=seed, threads=threads, progress=False),
+            training.Evaluation(eval_loader=whole, eval_every=steps),
         )
         bar.update(1)
     losses = {lr: h.eval_loss[-1] for lr, h in runs.items()}

@@ -46,15 +46,19 @@ def train_trial(
         training.tensor_loader(
             train_set, _given(batch_size, S.batch_sizes[0]), seed=seed, drop_last=True
         ),
-        epochs=_given(epochs, S.epochs),
-        lr=_given(lr, S.lr),
-        optimizer=optimizer or S.optimizer,
-        momentum=_given(momentum, S.momentum),
-        val_loader=training.tensor_loader(val_set, 1024, shuffle=False),
-        test_loader=training.tensor_loader(ds.test, 1024, shuffle=False),
-        device=dev,
-        seed=seed,
-        threads=S.threads,
+        training.Recipe(
+            epochs=_given(epochs, S.epochs),
+            lr=_given(lr, S.lr),
+            optimizer=optimizer or S.optimizer,
+            momentum=_given(momentum, S.momentum),
+            seed=seed,
+            threads=S.threads,
+            device=dev,
+        ),
+        training.Evaluation(
+            val_loader=training.tensor_loader(val_set, 1024, shuffle=False),
+            test_loader=training.tensor_loader(ds.test, 1024, shuffle=False),
+        ),
     )
     return {
         "train_loss": history.epoch_train_loss[-1],

@@ -105,7 +105,9 @@ def fit(
 
     train_set = torch.utils.data.TensorDataset(prob.x, prob.y)
     loader = training.tensor_loader(train_set, batch_size, seed=seed)
-    optimizer = training.make_optimizer(model, sizes.optimizer, lr, sizes.momentum, 0.0)
+    optimizer = training.make_optimizer(
+        model, training.Recipe(lr=lr, optimizer=sizes.optimizer, momentum=sizes.momentum)
+    )
     check_every = max(1, math.ceil(sizes.check_every_steps / len(loader)))
     epochs, steps, seconds = 0, 0, 0.0
     train_loss, train_acc = evaluate(model, prob.x, prob.y)
@@ -114,11 +116,13 @@ def fit(
         history = training.train(
             model,
             loader,
-            epochs=check_every,
-            lr=lr,
-            optimizer=optimizer,
-            lr_schedule=None if schedule is None else (lambda t, done=done: schedule(t + done)),
-            threads=sizes.threads,
+            training.Recipe(
+                epochs=check_every,
+                lr=lr,
+                optimizer=optimizer,
+                lr_schedule=None if schedule is None else (lambda t, done=done: schedule(t + done)),
+                threads=sizes.threads,
+            ),
         )
         epochs, steps, seconds = (
             epochs + check_every,

@@ -3,6 +3,7 @@ process with the effective batch under DDP), and clear about what it cannot do."
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
 
 import pytest
@@ -20,12 +21,26 @@ def _dataset(n=96, seed=0):
     return TensorDataset(torch.randn(n, 40, generator=g), torch.randint(0, 10, (n,), generator=g))
 
 
+def _train(net, loader, **kwargs):
+    """`training.train` with its settings given one by one: each goes to the Recipe, the
+    Evaluation or the hooks that hold it."""
+    recipe = {f.name for f in dataclasses.fields(training.Recipe)}
+    evaluation = {f.name for f in dataclasses.fields(training.Evaluation)}
+    return training.train(
+        net,
+        loader,
+        training.Recipe(**{k: v for k, v in kwargs.items() if k in recipe}),
+        training.Evaluation(**{k: v for k, v in kwargs.items() if k in evaluation}),
+        **{k: v for k, v in kwargs.items() if k not in recipe | evaluation},
+    )
+
+
 def _run(seed=0, **kwargs):
     ds = _dataset()
     net = models.build("mlp", (40,), 10, hidden=16, seed=seed)
     loader = training.tensor_loader(ds, 8, seed=seed)
     options = dict(epochs=2, lr=0.1, val_loader=training.tensor_loader(ds, 32, shuffle=False))
-    return training.train(net, loader, seed=seed, **{**options, **kwargs}), net
+    return _train(net, loader, seed=seed, **{**options, **kwargs}), net
 
 
 def test_same_seed_same_history():
@@ -40,7 +55,9 @@ def test_same_seed_same_history_with_a_plain_dataloader_and_adam():
     def run():
         net = models.build("mlp", (40,), 10, hidden=16, seed=0)
         loader = DataLoader(_dataset(), batch_size=8, shuffle=True)
-        return training.train(net, loader, epochs=2, lr=1e-3, optimizer="adam", seed=5)
+        return training.train(
+            net, loader, training.Recipe(epochs=2, lr=1e-3, optimizer="adam", seed=5)
+        )
 
     assert run().step_loss == run().step_loss
 
@@ -60,7 +77,9 @@ def test_full_batch_epoch_equals_one_hand_written_gd_step():
     ds = _dataset(n=32)
     net = models.build("mlp", (40,), 10, hidden=16, seed=0)
     twin = models.build("mlp", (40,), 10, hidden=16, seed=0)
-    training.train(net, training.tensor_loader(ds, 32, shuffle=False), epochs=1, lr=0.5)
+    training.train(
+        net, training.tensor_loader(ds, 32, shuffle=False), training.Recipe(epochs=1, lr=0.5)
+    )
     x, y = ds.tensors
     torch.nn.functional.cross_entropy(twin(x), y).backward()
     with torch.no_grad():
@@ -88,10 +107,12 @@ def test_lr_schedule_is_a_factor_per_step():
     net = models.build("mlp", (40,), 10, hidden=16, seed=0)
     start = [p.detach().clone() for p in net.parameters()]
     loader = training.tensor_loader(ds, 8, seed=0)
-    training.train(net, loader, epochs=1, lr=0.1, lr_schedule=warmup, max_steps=3)
+    training.train(net, loader, training.Recipe(epochs=1, max_steps=3, lr=0.1, lr_schedule=warmup))
     assert all(torch.equal(p, q) for p, q in zip(net.parameters(), start, strict=True))
     assert seen[:4] == [0, 1, 2, 3]
-    training.train(net, loader, epochs=1, lr=0.1, lr_schedule=lambda step: 1.0, max_steps=1)
+    training.train(
+        net, loader, training.Recipe(epochs=1, max_steps=1, lr=0.1, lr_schedule=lambda step: 1.0)
+    )
     assert not all(torch.equal(p, q) for p, q in zip(net.parameters(), start, strict=True))
 
 
@@ -141,9 +162,13 @@ def _ddp_vs_serial():
     ds = _dataset(n=64)
     net = torch.nn.parallel.DistributedDataParallel(models.build("mlp", (40,), 10, 16, seed=0))
     loader = data.shard_loader(ds, 8, shuffle=False)
-    h = training.train(net, loader, epochs=2, lr=0.2, val_loader=loader)
+    h = training.train(
+        net, loader, training.Recipe(epochs=2, lr=0.2), training.Evaluation(val_loader=loader)
+    )
     twin = models.build("mlp", (40,), 10, 16, seed=0)
-    training.train(twin, training.tensor_loader(ds, 16, shuffle=False), epochs=2, lr=0.2)
+    training.train(
+        twin, training.tensor_loader(ds, 16, shuffle=False), training.Recipe(epochs=2, lr=0.2)
+    )
     gap = max(
         (p - q).abs().max().item()
         for p, q in zip(net.module.parameters(), twin.parameters(), strict=True)
@@ -177,7 +202,7 @@ def test_each_epoch_tells_the_sampler_which_it_is():
     sampler = _Sampler()
     loader = DataLoader(_dataset(n=16), batch_size=8, sampler=sampler)
     net = models.build("mlp", (40,), 10, hidden=8, seed=0)
-    training.train(net, loader, epochs=3, lr=0.1)
+    training.train(net, loader, training.Recipe(epochs=3, lr=0.1))
     assert sampler.epochs == [0, 1, 2]
 
 
@@ -194,13 +219,13 @@ def test_max_steps_refuses_a_loader_that_runs_dry():
     net = models.build("mlp", (40,), 10, hidden=8, seed=0)
     once = iter(training.tensor_loader(_dataset(), 8))
     with pytest.raises(ValueError, match="no batch in pass 2 before max_steps=20"):
-        training.train(net, once, max_steps=20)
+        training.train(net, once, training.Recipe(max_steps=20))
 
 
 def _pair(batch, **kwargs):
     """Train on one pass of `_dataset()` in order; return the History and the flat weights."""
     net = models.build("mlp", (40,), 10, hidden=16, seed=0)
-    h = training.train(net, training.tensor_loader(_dataset(), batch, shuffle=False), **kwargs)
+    h = _train(net, training.tensor_loader(_dataset(), batch, shuffle=False), **kwargs)
     return h, torch.nn.utils.parameters_to_vector(net.parameters()).detach()
 
 
@@ -223,7 +248,7 @@ def test_after_backward_runs_once_per_update_before_the_step():
     net = models.build("mlp", (40,), 10, hidden=16, seed=0)
     before = torch.nn.utils.parameters_to_vector(net.parameters()).detach().clone()
     loader = training.tensor_loader(_dataset(), 8, shuffle=False)
-    h = training.train(net, loader, accumulate=3, after_backward=freeze, lr=0.5)
+    h = training.train(net, loader, training.Recipe(accumulate=3, lr=0.5), after_backward=freeze)
     assert calls == [True] * h.steps and h.steps == 4
     assert torch.equal(torch.nn.utils.parameters_to_vector(net.parameters()), before)
 
@@ -233,7 +258,10 @@ def test_after_step_sees_every_applied_update_and_its_loss():
     net = models.build("mlp", (40,), 10, hidden=16, seed=0)
     loader = training.tensor_loader(_dataset(), 8, shuffle=False)
     h = training.train(
-        net, loader, accumulate=2, max_steps=5, after_step=lambda s, loss: seen.append((s, loss))
+        net,
+        loader,
+        training.Recipe(max_steps=5, accumulate=2),
+        after_step=lambda s, loss: seen.append((s, loss)),
     )
     assert seen == list(zip(range(1, 6), h.step_loss, strict=True))
 
@@ -271,9 +299,11 @@ def _ddp_accumulating():
 
     net.register_comm_hook(None, counting)
     loader = data.shard_loader(ds, 4, shuffle=False)
-    h = training.train(net, loader, epochs=2, lr=0.2, accumulate=2)
+    h = training.train(net, loader, training.Recipe(epochs=2, accumulate=2, lr=0.2))
     twin = models.build("mlp", (40,), 10, 16, seed=0)
-    training.train(twin, training.tensor_loader(ds, 16, shuffle=False), epochs=2, lr=0.2)
+    training.train(
+        twin, training.tensor_loader(ds, 16, shuffle=False), training.Recipe(epochs=2, lr=0.2)
+    )
     gap = max(
         (p - q).abs().max().item()
         for p, q in zip(net.module.parameters(), twin.parameters(), strict=True)

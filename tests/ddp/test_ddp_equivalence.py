@@ -10,7 +10,7 @@ from recorded_bars import record_bars
 from torch.utils.data import DistributedSampler, TensorDataset
 
 from course_utils.core.gpus import visible_gpus
-from course_utils.core.training import train
+from course_utils.core.training import Recipe, train
 from course_utils.ddp import cost as ddp_timing
 from course_utils.ddp import equivalence as dp
 from course_utils.ddp import experiments as ddp_runs
@@ -74,7 +74,7 @@ def _accumulated_parameters(no_sync: bool) -> torch.Tensor:
     model = dp.wrap(dp.build_model(setup, d))
     if not no_sync:
         model.no_sync = contextlib.nullcontext  # as cost.time_replica does for the control
-    train(model, dp.rank_loader(d.train, 2, setup.seed), lr=0.05, max_steps=5, accumulate=4)
+    train(model, dp.rank_loader(d.train, 2, setup.seed), Recipe(max_steps=5, accumulate=4, lr=0.05))
     return torch.cat([p.detach().flatten() for p in model.parameters()])
 
 

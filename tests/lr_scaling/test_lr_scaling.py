@@ -41,7 +41,7 @@ def test_scaled_lr_is_linear_and_refuses_empty_batches():
 
 
 def test_warmup_drives_the_optimizer_lr_through_lambda_lr():
-    """Used as training.train's lr_schedule, the factor multiplies the scaled lr per update."""
+    """Used as training.Recipe's lr_schedule, the factor multiplies the scaled lr per update."""
     param = torch.nn.Parameter(torch.zeros(1))
     opt = torch.optim.SGD([param], lr=lr_scaling.scaled_lr(0.01, 8, 64))
     schedule = lr_scaling.warmup_for(0.08, 0.01, updates=4)

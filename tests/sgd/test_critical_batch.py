@@ -141,15 +141,13 @@ def test_notebook_01s_noise_scale_is_recomputed_at_its_weights():
     train_set, _ = data.train_val_split(ds.train, S.val_fraction, seed=0)
     compare = training.as_tensors(torch.utils.data.Subset(train_set, range(S.compare_samples)))
     net = models.build(P.model, ds.input_shape, ds.num_classes, S.hidden, seed=0)
-    training.train(  # as notebook 01's `run` does it
+    training.train(
         net,
         training.tensor_loader(compare, S.minibatch_size, seed=0),
-        epochs=S.minibatch_epochs,
-        lr=S.compare_lr,
-        eval_loader=training.tensor_loader(compare, 4096, shuffle=False),
-        eval_every=2,
-        threads=S.threads,
-        seed=0,
+        training.Recipe(epochs=S.minibatch_epochs, lr=S.compare_lr, seed=0, threads=S.threads),
+        training.Evaluation(
+            eval_loader=training.tensor_loader(compare, 4096, shuffle=False), eval_every=2
+        ),
     )
     measured = gradient_noise.measure(net, compare, (1, 4), draws=2).noise_scale
     assert gradient_noise.at_minibatch_run(P) == pytest.approx(measured, rel=1e-6)

@@ -147,12 +147,10 @@ def _run(samples, batch_size, max_steps):
     return training.train(
         net,
         training.tensor_loader(samples, batch_size, seed=0),
-        max_steps=max_steps,
-        lr=S.compare_lr,
-        eval_loader=training.tensor_loader(samples, 4096, shuffle=False),
-        eval_every=1,
-        threads=1,
-        seed=0,
+        training.Recipe(max_steps=max_steps, lr=S.compare_lr, seed=0, threads=1),
+        training.Evaluation(
+            eval_loader=training.tensor_loader(samples, 4096, shuffle=False), eval_every=1
+        ),
     )
 
 
