@@ -1,7 +1,7 @@
 """Chapter 6 (`06_model_parallel_pipelining.ipynb`): model parallelism and pipelining.
 
 Tensor parallelism (each layer's neurons split across ranks, `tensor_parallel`), a
-pipeline of stages on real ranks (`pipeline`), the schedules themselves, GPipe and 1F1B,
+pipeline of stages on real ranks (`virtual_pipeline`), the schedules themselves, GPipe and 1F1B,
 with their bubble and the activations they hold (`schedules`, `activations`), runs paced
 by sleep for the pictures or with real compute for the measurements (`bubble`), and the
 notebook's claims as verdicts (`verdicts`). Past 1F1B: interleaved 1F1B and ZB-H1
@@ -39,7 +39,7 @@ from .exercises import (
     check_interleaved_order,
     check_split_backward,
 )
-from .pipeline import mlp, run_pipeline, serial_step
+from .pipeline import mlp, serial_step
 from .schedule_bubble import measure_schedules
 from .schedule_charts import bubble_by_schedule, schedule_timelines
 from .schedule_play import play_out, simulate
@@ -59,7 +59,7 @@ from .torch_pipelining import (
     unexplained_differences,
 )
 from .verdicts import bubble_matches
-from .virtual_pipeline import serial_training, train_pipeline
+from .virtual_pipeline import run_pipeline, serial_training, train_pipeline
 from .virtual_schedules import NAMES as SCHEDULE_NAMES
 from .virtual_schedules import handoffs_per_step
 

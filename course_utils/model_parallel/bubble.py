@@ -21,9 +21,10 @@ import torch
 
 from ..core import progress
 from ..core.machine import MachineShare, machine_cores, on_a_quiet_machine
-from .pipeline import PipelineRun, mlp, run_pipeline
+from .pipeline import mlp
 from .schedule_play import handoff_seconds, play_out, posting_seconds
 from .schedules import Timeline, bubble_formula
+from .virtual_pipeline import PipelineRun, run_pipeline
 from .virtual_schedules import (
     BACKWARD,
     FORWARD,

@@ -24,28 +24,23 @@ from .bubble import HANDOFF_LINK, row_from
 from .pipeline import import_autograd_extras, mlp, split
 from .schedule_check import check_orders
 from .schedules import Timeline
-from .virtual_pipeline import RankSteps, step_timeline, train_rank
+from .virtual_pipeline import RankSteps, Run, step_timeline, train_rank
 from .virtual_schedules import plan
 
 __all__ = ["measure_schedules"]
 
 
-def _turns(model, schedules, chunks, microbatches, x, y, repeats, link) -> list[RankSteps]:
-    """Inside a launch: one timed step of each schedule in turn, `repeats` rounds, each from the
+def _turns(model, x, y, runs: list[Run], repeats: int) -> list[RankSteps]:
+    """Inside a launch: one timed step of each run in turn, `repeats` rounds, each from the
     same weights, so that a busy stretch of the machine falls on every schedule alike."""
     steps = []
-    clock = "real" if link is None else "simulated"
-    about = (
-        f"{', '.join(schedules)} on {dist.get_world_size()} ranks, M={microbatches}, {clock} clock"
-    )
-    with progress.bar(repeats * len(schedules), about, "step") as bar:  # rank 0's, relayed
+    clock = "real" if runs[0].link is None else "simulated"
+    names = ", ".join(run.schedule for run in runs)
+    about = f"{names} on {dist.get_world_size()} ranks, M={runs[0].microbatches}, {clock} clock"
+    with progress.bar(repeats * len(runs), about, "step") as bar:  # rank 0's, relayed
         for _ in range(repeats):
-            for name in schedules:
-                run = train_rank(
-                    copy.deepcopy(model), name, chunks, microbatches, x, y, 1, 0.1, link
-                )
-                run.params = []  # only the timing comes back
-                steps.append(run)
+            for run in runs:
+                steps.append(train_rank(copy.deepcopy(model), x, y, run))
                 bar.update(1)
     return steps
 
@@ -85,7 +80,7 @@ def measure_schedules(
         stages,
         backend="gloo",
         timeout=timeout,
-        args=(model, names, chunks, microbatches, x, y, repeats, link),
+        args=(model, x, y, [Run(name, microbatches, chunks, link=link) for name in names], repeats),
     )
     clock = "real" if link is None else "simulated"
     rows = []

@@ -1,7 +1,7 @@
 """Pipeline schedules: in which order each stage runs its forwards and backwards, and the cost.
 
 A schedule turns (stage, stages, microbatches) into a list of ops, ("F", i) or ("B", i) for
-micro-batch i. The same lists drive the real pipeline (`pipeline`) and the play-out on
+micro-batch i. The same lists drive the real pipeline (`virtual_pipeline`) and the play-out on
 paper (`schedule_play`), so that a measured timeline can be held against what the schedule
 promises, and a learner's own order can be tried without starting a single process. A
 `Timeline` is what both give back: every op's start and end on every stage.

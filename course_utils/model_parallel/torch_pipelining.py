@@ -219,10 +219,12 @@ def train_with_torch(
 def _both_engines(model, schedules, chunks, microbatches, x, y, steps, lr):
     """Inside a launch: each schedule's training in the course's engine, then in PyTorch's,
     every run from its own copy of the same weights."""
-    from .virtual_pipeline import train_rank
+    from .virtual_pipeline import Run, train_rank
 
     ours = [
-        train_rank(copy.deepcopy(model), name, chunks, microbatches, x, y, steps, lr)
+        train_rank(
+            copy.deepcopy(model), x, y, Run(name, microbatches, chunks, steps, lr, keep=True)
+        )
         for name in schedules
     ]
     theirs = [

@@ -1,16 +1,18 @@
-"""Interleaved 1F1B and zero bubble trained for several steps on the course's engine.
+"""Every schedule of notebook 06, naive to zero bubble, run for real on the course's engine.
 
 Rank r holds the model's pieces r, r + K, ... (one per chunk) and runs its ops in the order
 a `virtual_schedules.Plan` gives, with `parallel.pipeline`, the engine every schedule of
 notebook 06 and 11's mesh run on. This module watches it from outside: hooks time every op
-(`stage_watch`), the recorder's stamps on each receive give the waits. After each step
-every rank takes one SGD step, and the weights must equal one process training the unsplit
-model on the same batches (`serial_training`).
+(`stage_watch`), the recorder's stamps on each receive give the waits. `run_pipeline` is one
+step whose gradients must equal the unsplit model's (`pipeline.serial_step`); in
+`train_pipeline` every rank takes an SGD step after each step, and the weights must equal
+one process training the unsplit model on the same batches (`serial_training`).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import torch
@@ -22,17 +24,40 @@ from ..network import wire
 from ..network.recorder import recording
 from ..parallel.pipeline import backward_input, backward_weight, pipeline_step, run_blocks
 from ..ranks.bootstrap import device
-from .pipeline import batch_for, import_autograd_extras, mlp, serial_step, split
+from .pipeline import batch_for, default_model, import_autograd_extras, mlp, serial_step, split
 from .schedule_check import check_orders
 from .schedules import WAIT, Event, Timeline
 from .stage_watch import StageWatch
-from .virtual_schedules import plan
+from .virtual_schedules import one_chunk, plan
 
 
 def pieces_of(model: nn.Sequential, stages: int, chunks: int, rank: int) -> list[nn.Sequential]:
     """Rank `rank`'s chunks: pieces rank, rank + K, ... of the model cut into K·v pieces."""
     parts = split(model, stages * chunks)
     return [parts[c * stages + rank] for c in range(chunks)]
+
+
+@dataclass(frozen=True)
+class Run:
+    """What one launch runs on every rank: `schedule` over `microbatches` (`chunks`: v, for
+    "interleaved"), `steps` SGD steps of learning rate `lr` (0: none), hand-offs over `link`
+    (None: the real one, on the wall clock; else each rank's link clock). For a picture each
+    op is padded with sleep to a slot: a forward to `slot` seconds times `stage_cost[s]` on
+    stage s, a backward to that times `backward_ratio` (an illustration, not a measurement).
+    `post_ahead`: receives posted as soon as their shape is known (gloo). `keep`: the weights
+    after the last step, and its gradients, come back."""
+
+    schedule: str
+    microbatches: int
+    chunks: int = 2
+    steps: int = 1
+    lr: float = 0.1
+    link: str | None = None
+    slot: float = 0.0
+    stage_cost: tuple[float, ...] | None = None
+    backward_ratio: float = 1.0
+    post_ahead: bool = True
+    keep: bool = False
 
 
 @dataclass
@@ -42,7 +67,8 @@ class RankSteps:
     losses: list[float]  # per step, on the rank holding the last piece (else empty)
     peak_held: int
     peak_bytes: int
-    params: list[list[torch.Tensor]]  # per chunk, after the last step
+    params: list[list[torch.Tensor]]  # per chunk, after the last step (`Run.keep`)
+    grads: list[torch.Tensor]  # the last step's, before its update (`Run.keep`)
     sent: list[int]  # the first step's messages: the rank each went to
 
 
@@ -56,20 +82,20 @@ def _warm_up(pieces, shapes) -> None:
         piece.zero_grad(set_to_none=True)
 
 
-def train_rank(model, schedule, chunks, microbatches, x, y, steps, lr, link=None) -> RankSteps:
-    """This rank's share of `steps` training steps (SGD, learning rate `lr`), inside a launch."""
-    with wire.active(link or "real", virtual=link is not None):
-        now = wire.now if link else time.perf_counter
-        return _train_rank(model, schedule, chunks, microbatches, x, y, steps, lr, now)
+def train_rank(model, x, y, run: Run) -> RankSteps:
+    """This rank's share of `run`, inside a launch (rank r holds pieces r, r + K, ...)."""
+    with wire.active(run.link or "real", virtual=run.link is not None):
+        now = wire.now if run.link else time.perf_counter
+        return _train_rank(model, x, y, run, now)
 
 
-def _train_rank(model, schedule, chunks, microbatches, x, y, steps, lr, now) -> RankSteps:
+def _train_rank(model, x, y, run: Run, now) -> RankSteps:
     rank, k, dev = dist.get_rank(), dist.get_world_size(), device()
-    sched = plan(schedule, chunks)
-    v, last = sched.chunks, k * sched.chunks - 1
-    order = check_orders(sched.orders(k, microbatches), k, microbatches, v)[rank]
+    sched, m = plan(run.schedule, run.chunks), run.microbatches
+    v = sched.chunks
+    order = check_orders(sched.orders(k, m), k, m, v)[rank]
     pieces = [p.to(dev) for p in pieces_of(model, k, v, rank)]
-    xs, ys = x.to(dev).chunk(microbatches), y.to(dev).chunk(microbatches)
+    xs, ys = x.to(dev).chunk(m), y.to(dev).chunk(m)
     shapes, h = [], xs[0]
     with torch.no_grad():
         for g, part in enumerate(split(model, k * v)):
@@ -77,31 +103,45 @@ def _train_rank(model, schedule, chunks, microbatches, x, y, steps, lr, now) -> 
                 shapes.append(h.shape)
             h = part.to(dev)(h)
     _warm_up(pieces, shapes)
-    result = RankSteps(rank, [], [], 0, 0, [], [])
-    for _ in range(steps):
-        # every piece alike: the first one computes its input's gradient too (`_run_stage`),
-        # on fresh tensors each step (the watch hooks each input's gradient)
+    cost = run.slot * (run.stage_cost or [1.0] * k)[rank]
+    result = RankSteps(rank, [], [], 0, 0, [], [], [])
+    for _ in range(run.steps):
+        # every piece alike: the first one computes its input's gradient too, which nothing
+        # needs, so that its backward costs what the others' do (equal stages, as in the
+        # formula); on fresh tensors each step (the watch hooks each input's gradient)
         batches = [(a.detach().requires_grad_(), b) for a, b in zip(xs, ys, strict=True)]
-        watch = StageWatch(pieces, order, now)
+        watch = StageWatch(pieces, order, now, (cost, cost * run.backward_ratio))
         dist.barrier()
-        t0 = wire.restart()
+        t0 = wire.restart()  # one moment for every rank: their events share one time axis
         with recording() as log, watch:
-            shape = [s[1:] for s in shapes]  # on gloo: receives posted ahead, as before
-            loss = pipeline_step(pieces, order, batches, F.cross_entropy, shape, post_ahead=True)
-        waits = [Event(rank, WAIT, -1, m.began, m.ended) for m in log.messages if m.op == "arrived"]
+            loss = pipeline_step(
+                pieces,
+                order,
+                batches,
+                F.cross_entropy,
+                [s[1:] for s in shapes],
+                hold_sends=sched.hold_sends,
+                post_ahead=run.post_ahead,
+            )
+        arrived = [message for message in log.messages if message.op == "arrived"]
+        waits = [Event(rank, WAIT, -1, a.began, a.ended) for a in arrived]
         events = [replace(e, start=e.start - t0, end=e.end - t0) for e in watch.events + waits]
         result.steps.append(sorted(events, key=lambda e: e.start))
         if not result.sent:
             result.sent = [m.peer for m in log.messages if m.op == "isend"]
+        params = [p for piece in pieces for p in piece.parameters()]
+        if run.keep:
+            result.grads = [p.grad.detach().cpu() for p in params]
         with torch.no_grad():
-            for p in (p for piece in pieces for p in piece.parameters()):
-                p -= lr * p.grad
+            for p in params:
+                p -= run.lr * p.grad
                 p.grad = None
-        if rank == last % k:
+        if rank == (k * v - 1) % k:
             result.losses.append(loss)
         result.peak_held = max(result.peak_held, watch.held.peak_count)
         result.peak_bytes = max(result.peak_bytes, watch.held.peak_bytes)
-    result.params = [[p.detach().cpu() for p in piece.parameters()] for piece in pieces]
+    if run.keep:
+        result.params = [[p.detach().cpu() for p in piece.parameters()] for piece in pieces]
     return result
 
 
@@ -145,13 +185,8 @@ def train_pipeline(
     split(model, stages * sched.chunks)  # refuse an impossible cut here, not on every rank
     check_orders(sched.orders(stages, microbatches), stages, microbatches, sched.chunks)
     import_autograd_extras()
-    results = launch(
-        train_rank,
-        stages,
-        backend="gloo",
-        timeout=timeout,
-        args=(model, sched.name, sched.chunks, microbatches, x, y, steps, lr, link),
-    )
+    run = Run(sched.name, microbatches, sched.chunks, steps, lr, link, keep=True)
+    results = launch(train_rank, stages, backend="gloo", timeout=timeout, args=(model, x, y, run))
     timelines = [step_timeline(results, sched.name, microbatches, n) for n in range(steps)]
     sent = [(r.rank, to) for r in results for to in r.sent]
     # the last piece, K·v - 1, is always on the last rank
@@ -163,6 +198,68 @@ def train_pipeline(
         model_params([r.params for r in results]),
         sent,
     )
+
+
+@dataclass
+class PipelineRun:
+    timeline: Timeline
+    loss: float
+    grads: list[torch.Tensor]  # in the order of model.parameters()
+
+
+def run_pipeline(
+    schedule: str = "gpipe",
+    *,
+    stages: int,
+    microbatches: int,
+    micro_batch_size: int = 8,
+    hidden: int = 32,
+    slot: float = 0.0,
+    stage_cost: Sequence[float] | None = None,
+    backward_ratio: float = 1.0,
+    model: nn.Sequential | None = None,
+    x: torch.Tensor | None = None,
+    y: torch.Tensor | None = None,
+    seed: int = 0,
+    backend: str = "gloo",
+    timeout: float = 60.0,
+    link: str | None = None,
+    keep_grads: bool = True,
+) -> PipelineRun:
+    """One training step of `model` (default: one block of width `hidden` per stage) on
+    `stages` ranks, in the order `schedule` (naive, GPipe or 1F1B) gives; `x, y` default to
+    a random batch. The gradients come back unless `keep_grads` is False, and must equal
+    those of the unsplit model on the same batch (`pipeline.serial_step`).
+
+    The backend defaults to gloo: the timelines are paced by the slots (`Run`), so CPU ranks
+    show the schedule on any machine, with or without one GPU per stage.
+    """
+    from ..ranks.launch import launch
+
+    sched = one_chunk(schedule)
+    model = model if model is not None else default_model(stages, hidden=hidden)
+    x, y = batch_for(model, microbatches, micro_batch_size, seed, x, y)
+    if stage_cost is not None and len(stage_cost) != stages:
+        raise ValueError(f"stage_cost has {len(stage_cost)} entries for {stages} stages.")
+    split(model, stages)  # refuse an impossible cut here, not on every rank
+    import_autograd_extras()
+    run = Run(
+        sched.name,
+        microbatches,
+        chunks=1,
+        lr=0.0,
+        link=link,
+        slot=slot,
+        stage_cost=tuple(stage_cost) if stage_cost else None,
+        backward_ratio=backward_ratio,
+        post_ahead=False,
+        keep=keep_grads,
+    )
+    args = (model, x, y, run)
+    results = launch(train_rank, stages, backend=backend, timeout=timeout, args=args)
+    timeline = step_timeline(results, sched.name, microbatches)
+    timeline.slot = slot or 1.0
+    return PipelineRun(timeline, results[-1].losses[0], [g for r in results for g in r.grads])
 
 
 def step_timeline(results: list[RankSteps], schedule: str, microbatches: int, step: int = 0):

@@ -153,7 +153,7 @@ NAMES = ("gpipe", "1f1b", "interleaved", "zb-h1")
 
 def one_chunk(name: str | Plan) -> Plan:
     """The schedule `name`, refused unless it runs one chunk per rank with a whole backward:
-    what `pipeline.run_pipeline` and `schedule_play.simulate` take."""
+    what `virtual_pipeline.run_pipeline` and `schedule_play.simulate` take."""
     sched = plan(name, 1)
     if sched.name not in SCHEDULES:
         raise ValueError(

@@ -7,13 +7,7 @@ import pytest
 import torch
 from pipeline_timelines import assert_well_formed
 
-from course_utils.model_parallel.pipeline import (
-    default_model,
-    mlp,
-    run_pipeline,
-    serial_step,
-    split,
-)
+from course_utils.model_parallel.pipeline import default_model, mlp, serial_step, split
 from course_utils.model_parallel.schedule_play import simulate
 from course_utils.model_parallel.schedules import (
     bubble_formula,
@@ -21,6 +15,7 @@ from course_utils.model_parallel.schedules import (
     gpipe_order,
     one_f_one_b_order,
 )
+from course_utils.model_parallel.virtual_pipeline import run_pipeline
 
 
 def _batch(n: int, seed: int = 0):
