@@ -22,7 +22,7 @@ import torch
 from ..core import progress
 from ..core.machine import MachineShare, machine_cores, on_a_quiet_machine
 from .pipeline import mlp
-from .schedule_play import handoff_seconds, play_out, posting_seconds
+from .schedule_play import Costs, handoff_seconds, play_out, posting_seconds
 from .schedules import Timeline, bubble_formula
 from .virtual_pipeline import PipelineRun, run_pipeline
 from .virtual_schedules import (
@@ -191,9 +191,14 @@ def row_from(tl: Timeline, schedule: str, chunks: int, clock: str, activation_by
     handoffs = handoff_seconds(tl, v)
     handoff = statistics.median(handoffs) if handoffs else 0.0
     played = play_out(
-        schedule, tl.stages, tl.microbatches, chunks=v, per_op=tl.op_durations(),
-        handoff=handoff, posting=posting_seconds(tl),
-    )  # fmt: skip
+        schedule,
+        tl.stages,
+        tl.microbatches,
+        chunks=v,
+        costs=Costs(handoff=handoff),
+        per_op=tl.op_durations(),
+        posting=posting_seconds(tl),
+    )
     f, b, w = (_median(tl, k) for k in (FORWARD, BACKWARD, WEIGHT))
     messages = handoffs_per_step(tl.stages, tl.microbatches, v)
     return {

@@ -11,6 +11,7 @@ terms, for the one-chunk schedules (naive, GPipe, 1F1B) with an unsplit backward
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from .schedule_check import check_orders, name
 from .schedules import WAIT, Event, Timeline, check_order, peak_held
@@ -39,26 +40,33 @@ def destination(rank: int, kind: str, chunk: int, stages: int, chunks: int):
     return None if step is None else _piece(rank, chunk, stages, chunks, step)
 
 
+@dataclass(frozen=True)
+class Costs:
+    """What an op costs on paper, in slots (one forward) or seconds. `backward` and `weight`
+    are the two parts of a backward: a schedule that splits it runs them as B and W, one that
+    does not runs a B of `backward + weight`. `handoff`: each message between ranks."""
+
+    forward: float = 1.0
+    backward: float = 1.0
+    weight: float = 1.0
+    handoff: float = 0.0
+
+
 def play_out(
     schedule: str | Plan,
     stages: int,
     microbatches: int,
     *,
     chunks: int = 2,
-    forward: float = 1.0,
-    backward: float = 1.0,
-    weight: float = 1.0,
+    costs: Costs = Costs(),
     per_op: Mapping[Key, float] | None = None,
-    handoff: float = 0.0,
     orders: list[list] | None = None,
     posting: Mapping[Key, float] | None = None,
 ) -> Timeline:
-    """The schedule's step with ops of fixed length, or each op's own (`per_op`, by (rank,
-    kind, micro-batch, chunk) as `Timeline.op_durations` gives), and `handoff` seconds per message.
-
-    `backward` and `weight` are the two parts of a backward: a schedule that splits it runs
-    them as B and W, one that does not runs a B of `backward + weight`. A chunk is a piece of
-    the stage: with v chunks an op costs 1/v of the stage's (the model is the same, cut finer).
+    """The schedule's step with ops of fixed length (`costs`), or each op's own (`per_op`, by
+    (rank, kind, micro-batch, chunk) as `Timeline.op_durations` gives), and `costs.handoff`
+    per message. A chunk is a piece of the stage: with v chunks an op costs 1/v of the
+    stage's (the model is the same, cut finer).
     `orders` tries other orders (a learner's); one whose ranks wait for each other forever
     raises ValueError naming where each rank is stuck. `posting` (by the same keys, as
     `posting_seconds` gives) is the time a measured rank spent after an op handing its result
@@ -70,7 +78,8 @@ def play_out(
         orders = sched.orders(stages, microbatches)
     orders = check_orders(orders, stages, microbatches, v)
     split = any(k == WEIGHT for o in orders for k, _, _ in o)
-    cost = {FORWARD: forward, BACKWARD: backward if split else backward + weight, WEIGHT: weight}
+    backward = costs.backward if split else costs.backward + costs.weight
+    cost = {FORWARD: costs.forward, BACKWARD: backward, WEIGHT: costs.weight}
     if per_op is not None:
         ops = [(r, op) for r, o in enumerate(orders) for op in o]
         missing = [f"rank {r} {name(op)}" for r, op in ops if (r, *op) not in per_op]
@@ -101,7 +110,7 @@ def play_out(
                 for k, j, cc in held[r]:
                     goes = destination(r, k, cc, stages, v)
                     if goes is not None and goes[0] != r:  # over the link, one after another
-                        wire[r] = max(wire[r], end) + handoff
+                        wire[r] = max(wire[r], end) + costs.handoff
                         sent[(k, j, r, cc)] = wire[r]
                     else:
                         sent[(k, j, r, cc)] = end
@@ -115,7 +124,7 @@ def play_out(
         stages,
         microbatches,
         sorted(events, key=lambda e: (e.stage, e.start)),
-        slot=forward / v,
+        slot=costs.forward / v,
         peak_activations=tuple(peak_held(o) for o in orders),
     )
 
@@ -125,25 +134,23 @@ def simulate(
     stages: int,
     microbatches: int,
     *,
-    forward: float = 1.0,
-    backward: float = 1.0,
-    weights: Sequence[float] | None = None,
-    orders: list[list] | None = None,
+    costs: Costs = Costs(),
+    stage_cost: Sequence[float] | None = None,
     durations: Sequence[tuple[float, float]] | None = None,
+    orders: list[list] | None = None,
     per_op: Mapping[Key, float] | None = None,
-    handoff: float = 0.0,
 ) -> Timeline:
     """`play_out` of a one-chunk schedule (naive, GPipe, 1F1B) whose backward is one op, in a
-    stage's terms: a forward of `forward` and a backward of `backward`, times `weights[s]` on
-    stage s (2 = a stage twice as heavy); or each stage's (forward, backward) seconds,
-    `durations` (measured ones); or each op's own, `per_op`. `orders` are ("F", i) and
-    ("B", i) ops per stage: how a learner's order is tried."""
+    stage's terms: a forward of `costs.forward` and a backward of `costs.backward`, times
+    `stage_cost[s]` on stage s (2 = a stage twice as heavy); or each stage's (forward,
+    backward) seconds, `durations` (measured ones); or each op's own, `per_op`. `orders` are
+    ("F", i) and ("B", i) ops per stage: how a learner's order is tried."""
     one_chunk(schedule)
-    weights = tuple(weights or (1.0,) * stages)
-    if len(weights) != stages:
-        raise ValueError(f"weights has {len(weights)} entries for {stages} stages.")
+    stage_cost = tuple(stage_cost or (1.0,) * stages)
+    if len(stage_cost) != stages:
+        raise ValueError(f"stage_cost has {len(stage_cost)} entries for {stages} stages.")
     if durations is None:
-        durations = [(forward * w, backward * w) for w in weights]
+        durations = [(costs.forward * c, costs.backward * c) for c in stage_cost]
     elif len(durations) != stages:
         raise ValueError(f"durations has {len(durations)} entries for {stages} stages.")
     if orders is not None:
@@ -155,11 +162,10 @@ def simulate(
             for kind in (FORWARD, BACKWARD)
             for i in range(microbatches)
         }
-    played = play_out(
-        schedule, stages, microbatches, chunks=1, per_op=per_op, handoff=handoff, orders=orders
+    paper = Costs(forward=costs.forward, handoff=costs.handoff)
+    return play_out(
+        schedule, stages, microbatches, chunks=1, costs=paper, per_op=per_op, orders=orders
     )
-    played.slot = forward
-    return played
 
 
 def posting_seconds(tl: Timeline) -> dict[Key, float]:

@@ -49,7 +49,7 @@ def test_one_f_one_b_holds_at_most_stages_minus_rank_microbatches():
 
 def test_a_heavy_stage_sets_the_pace():
     balanced = simulate("gpipe", 4, 8)
-    heavy = simulate("gpipe", 4, 8, weights=(1, 2, 1, 1))
+    heavy = simulate("gpipe", 4, 8, stage_cost=(1, 2, 1, 1))
     assert heavy.makespan() == 2 * (5 + 7 * 2)
     assert heavy.makespan() / balanced.makespan() > 5 / 4
 

@@ -18,7 +18,7 @@ from torch import nn
 from course_utils.model_parallel import measure_bubble, real_compute_run
 from course_utils.model_parallel.activations import HeldActivations
 from course_utils.model_parallel.bubble import HANDOFF_LINK
-from course_utils.model_parallel.schedule_play import handoff_seconds, simulate
+from course_utils.model_parallel.schedule_play import Costs, handoff_seconds, simulate
 from course_utils.model_parallel.schedules import Event, Timeline, bubble_formula
 from course_utils.network import wire
 
@@ -96,9 +96,9 @@ def test_simulate_takes_each_stage_s_own_durations():
 
 
 def test_simulated_handoffs_delay_the_next_stage_and_queue_on_one_link():
-    tl = simulate("gpipe", 2, 1, durations=[(1.0, 2.0), (1.0, 2.0)], handoff=0.5)
+    tl = simulate("gpipe", 2, 1, costs=Costs(handoff=0.5), durations=[(1.0, 2.0), (1.0, 2.0)])
     assert tl.makespan() == 1 + 0.5 + 1 + 2 + 0.5 + 2
-    queued = simulate("gpipe", 2, 2, durations=[(1.0, 2.0), (1.0, 2.0)], handoff=3.0)
+    queued = simulate("gpipe", 2, 2, costs=Costs(handoff=3.0), durations=[(1.0, 2.0), (1.0, 2.0)])
     forwards = [e.start for e in queued.compute(1) if e.kind == "F"]
     assert forwards == [4.0, 7.0]  # the second result waits for the first on the wire
 
@@ -168,9 +168,9 @@ def test_least_disturbed_steps_keeps_each_schedules_shortest_step_for_its_work(m
 
 def test_step_over_work_is_the_same_for_gpipe_and_1f1b_whatever_an_op_costs():
     for f, b in ((1.0, 1.0), (1.0, 2.0), (3.0, 7.0)):
-        gpipe = simulate("gpipe", 4, 8, forward=f, backward=b).step_over_work()
+        gpipe = simulate("gpipe", 4, 8, costs=Costs(forward=f, backward=b)).step_over_work()
         assert gpipe == pytest.approx((8 + 4 - 1) / 8)
-        assert simulate("1f1b", 4, 8, forward=f, backward=b).step_over_work() == gpipe
+        assert simulate("1f1b", 4, 8, costs=Costs(forward=f, backward=b)).step_over_work() == gpipe
     assert simulate("naive", 4, 8).step_over_work() == pytest.approx(4.0)  # one stage at a time
 
 

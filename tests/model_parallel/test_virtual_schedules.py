@@ -12,6 +12,7 @@ from course_utils.model_parallel.schedule_check import (
     expected_handoffs,
 )
 from course_utils.model_parallel.schedule_play import (
+    Costs,
     handoff_seconds,
     play_out,
     posting_seconds,
@@ -37,7 +38,7 @@ def test_played_out_bubbles_are_the_formulas(stages, microbatches):
     k, m = stages, microbatches
     for name in ("gpipe", "1f1b"):
         tl = play_out(name, k, m)
-        assert tl.makespan() == simulate(name, k, m, backward=2.0).makespan()
+        assert tl.makespan() == simulate(name, k, m, costs=Costs(backward=2.0)).makespan()
         assert tl.bubble_fraction() == pytest.approx(bubble_formula(k, m))
     for v in (2, 3):
         tl = play_out("interleaved", k, m, chunks=v)
@@ -166,7 +167,7 @@ def test_play_out_replays_each_measured_op_and_charges_each_hand_off():
     tl = play_out("interleaved", 2, 4)
     again = play_out("interleaved", 2, 4, per_op=tl.op_durations())
     assert again.events == tl.events
-    slow = play_out("interleaved", 2, 4, handoff=0.25)
+    slow = play_out("interleaved", 2, 4, costs=Costs(handoff=0.25))
     assert slow.makespan() > tl.makespan() and slow.bubble_fraction() > tl.bubble_fraction()
     with pytest.raises(ValueError, match="no duration"):
         play_out("zb-h1", 2, 2, per_op={})
@@ -243,6 +244,6 @@ def test_only_results_that_leave_the_rank_take_time_on_its_link():
     """K = 2, M = 1, a hand-off of 5 slots: F0, over, F0 and B0 on rank 1, back, B0. The
     last rank's forward hands nothing on (the loss is there): were it charged on rank 1's
     link, B0's gradient would leave 5 slots later."""
-    tl = play_out("1f1b", 2, 1, weight=0.0, handoff=5.0)
+    tl = play_out("1f1b", 2, 1, costs=Costs(weight=0.0, handoff=5.0))
     assert tl.makespan() == 1 + 5 + 1 + 1 + 5 + 1
-    assert simulate("1f1b", 2, 1, handoff=5.0).events == tl.events
+    assert simulate("1f1b", 2, 1, costs=Costs(handoff=5.0)).events == tl.events
