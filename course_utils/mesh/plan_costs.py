@@ -24,8 +24,7 @@ from dataclasses import asdict, dataclass
 
 from ..memory.formulas import block_activation_bytes as korthikanti
 from ..memory.formulas import model_state_bytes, per_parameter, working_set_bytes
-from ..model_parallel.schedules import bubble_formula
-from ..model_parallel.virtual_schedules import handoffs_per_step, interleaved_bubble_formula
+from ..model_parallel.schedules import bubble_formula, handoffs_per_step, interleaved_bubble_formula
 from ..network.fabric import ring_allreduce_seconds
 from .plan_model import ACTIVATION_BYTES, Cluster, Model, precision_key
 

@@ -1,23 +1,23 @@
 """Chapter 6 (`06_model_parallel_pipelining.ipynb`): model parallelism and pipelining.
 
-Tensor parallelism (each layer's neurons split across ranks, `tensor_parallel`), a
-pipeline of stages on real ranks (`virtual_pipeline`), the schedules themselves, GPipe and 1F1B,
-with their bubble and the activations they hold (`schedules`, `activations`), runs paced
-by sleep for the pictures or with real compute for the measurements (`bubble`), and the
-notebook's claims as verdicts (`verdicts`). Past 1F1B: interleaved 1F1B and ZB-H1
-(`virtual_schedules`), trained on the course's one engine, `parallel.pipeline`
-(`virtual_pipeline`), and by `torch.distributed.pipelining` (`torch_pipelining`), their
-bubbles measured (`schedule_bubble`) and judged (`schedule_verdicts`). Every schedule, naive
-to ZB-H1, is played out on paper by one function (`schedule_play.play_out`).
+Tensor parallelism (each layer's neurons split across ranks, `tensor_parallel`); every
+pipeline schedule's order, naive, GPipe, 1F1B, interleaved 1F1B and ZB-H1 (`schedules`),
+played out on paper by one function (`schedule_play.play_out`) and run on real ranks on the
+course's one engine, `parallel.pipeline`, watched from outside (`virtual_pipeline`) and by
+`torch.distributed.pipelining` (`torch_pipelining`); a step as a `timeline`, the
+activations each stage holds (`activations`), runs paced by sleep for the pictures or with
+real compute for the measurements (`bubble`), and the notebook's claims as verdicts
+(`verdicts`).
 """
 
 from __future__ import annotations
 
-from . import charts, exercises, schedule_verdicts, verdicts
+from . import charts, exercises, verdicts
 from .bubble import (
     HANDOFF_LINK,
     least_disturbed_steps,
     measure_bubble,
+    measure_schedules,
     on_the_real_clock,
     real_clock_stages,
     real_compute_run,
@@ -40,10 +40,10 @@ from .exercises import (
     check_split_backward,
 )
 from .pipeline import mlp, serial_step
-from .schedule_bubble import measure_schedules
 from .schedule_charts import bubble_by_schedule, schedule_timelines
 from .schedule_play import play_out, simulate
-from .schedules import SCHEDULES
+from .schedules import NAMES as SCHEDULE_NAMES
+from .schedules import SCHEDULES, handoffs_per_step
 from .tensor_parallel import (
     STYLES,
     SplitLayer,
@@ -60,8 +60,6 @@ from .torch_pipelining import (
 )
 from .verdicts import bubble_matches
 from .virtual_pipeline import run_pipeline, serial_training, train_pipeline
-from .virtual_schedules import NAMES as SCHEDULE_NAMES
-from .virtual_schedules import handoffs_per_step
 
 __all__ = [
     "HANDOFF_LINK",
@@ -100,7 +98,6 @@ __all__ = [
     "real_note",
     "run_pipeline",
     "schedule_timelines",
-    "schedule_verdicts",
     "serial_step",
     "serial_training",
     "simulate",

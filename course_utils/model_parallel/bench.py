@@ -71,8 +71,7 @@ def add_arguments(parser) -> None:
 
 def run(args) -> dict:
     from ..core import profiles
-    from .bubble import HANDOFF_LINK, measure_bubble
-    from .schedule_bubble import measure_schedules
+    from .bubble import HANDOFF_LINK, measure_bubble, measure_schedules
 
     sizes = profiles.current().pipeline
     link = wire.resolve(args.link or HANDOFF_LINK, args.stages)

@@ -2,42 +2,51 @@
 
 Paced (`typical_run` with a slot): every op is padded with sleep to a slot, so a timeline
 shows the schedule itself; the sleep replays it and proves nothing about a real pipeline,
-so no timing verdict rests on it. Real compute (`real_compute_run`, `measure_bubble`): equal
-stages of real layers, forward and backward as long as they really are (a backward does
-two matrix products to the forward's one), on one of two clocks. Simulated: each rank's
+so no timing verdict rests on it. Real compute (`real_compute_run`, `measure_bubble` for
+GPipe over M, `measure_schedules` for every schedule at one M): equal stages of real
+layers, forward and backward as long as they really are (a backward does two matrix
+products to the forward's one), on one of two clocks. Simulated: each rank's
 link clock (its own CPU time plus its waits for the hand-offs over an emulated link,
 `network.wire`), so 4 stages on 2 cores time as if each had a core. Real: the wall clock over
 the real link, with no more stages than cores (`on_the_real_clock`), judged only when other
-programs left the stages their cores.
+programs left the stages their cores. A step's bubble is held against its schedule played
+out with that step's own op times, the time each op's rank then spent handing its result on,
+and the median hand-off (`row_from`): a formula assumes free hand-offs and equal ops, the
+play-out does not, so only the play-out is a fair bar for a small bubble (at K = 2, M = 16
+interleaving leaves about 1/33 of the step, where one slow op is a good part of it).
 """
 
 from __future__ import annotations
 
+import copy
 import statistics
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 import torch
+import torch.distributed as dist
 
 from ..core import progress
 from ..core.machine import MachineShare, machine_cores, on_a_quiet_machine
-from .pipeline import mlp
+from .pipeline import import_autograd_extras, mlp, split
+from .schedule_check import check_orders
 from .schedule_play import Costs, handoff_seconds, play_out, posting_seconds
-from .schedules import Timeline, bubble_formula
-from .virtual_pipeline import PipelineRun, run_pipeline
-from .virtual_schedules import (
+from .schedules import (
     BACKWARD,
     FORWARD,
     WEIGHT,
+    bubble_formula,
     handoffs_per_step,
     interleaved_bubble_formula,
     plan,
     zb_h1_bubble_formula,
 )
+from .timeline import Timeline
+from .virtual_pipeline import PipelineRun, RankSteps, Run, run_pipeline, step_timeline, train_rank
 
 __all__ = [
-    "HANDOFF_LINK", "formula", "least_disturbed_steps", "measure_bubble", "on_the_real_clock",
-    "real_clock_stages", "real_compute_run", "row_from", "typical_run",
+    "HANDOFF_LINK", "formula", "least_disturbed_steps", "measure_bubble", "measure_schedules",
+    "on_the_real_clock", "real_clock_stages", "real_compute_run", "row_from", "typical_run",
 ]  # fmt: skip
 
 T = TypeVar("T")
@@ -70,8 +79,8 @@ def real_compute_run(
     blocks = [round(c) for c in (stage_cost or [1] * stages)]
     model = mlp([width] * (sum(blocks) + 1), seed=seed)
     gen = torch.Generator().manual_seed(seed)
-    x = torch.randn(microbatches * micro_batch_size, width, generator=gen)
-    y = torch.randint(0, width, (len(x),), generator=gen)
+    x = torch.randn(microbatches * micro_batch_size, width, generator=gen)  # cpu: sent to ranks
+    y = torch.randint(0, width, (len(x),), generator=gen)  # cpu: sent to ranks
     run = run_pipeline(
         schedule, stages=stages, microbatches=microbatches, model=_grouped(model, blocks),
         x=x, y=y, link=link, keep_grads=keep_grads,
@@ -222,3 +231,67 @@ def row_from(tl: Timeline, schedule: str, chunks: int, clock: str, activation_by
         "peak_bytes": list(tl.peak_bytes),
         "step_seconds": tl.makespan(),
     }
+
+
+def _turns(model, x, y, runs: list[Run], repeats: int) -> list[RankSteps]:
+    """Inside a launch: one timed step of each run in turn, `repeats` rounds, each from the
+    same weights, so that a busy stretch of the machine falls on every schedule alike."""
+    steps = []
+    clock = "real" if runs[0].link is None else "simulated"
+    names = ", ".join(run.schedule for run in runs)
+    about = f"{names} on {dist.get_world_size()} ranks, M={runs[0].microbatches}, {clock} clock"
+    with progress.bar(repeats * len(runs), about, "step") as bar:  # rank 0's, relayed
+        for _ in range(repeats):
+            for run in runs:
+                steps.append(train_rank(copy.deepcopy(model), x, y, run))
+                bar.update(1)
+    return steps
+
+
+def measure_schedules(
+    schedules: Sequence[str],
+    stages: int,
+    microbatches: int,
+    *,
+    width: int,
+    micro_batch_size: int,
+    chunks: int = 2,
+    repeats: int = 2,
+    link: str | None = HANDOFF_LINK,
+    seed: int = 0,
+    timeout: float = 300.0,
+) -> list[dict]:
+    """One row per schedule (`row_from`), all measured in one launch on K·max(2, v) equal
+    blocks of `width` with real compute (`link=None`: the real link on the wall clock, fair
+    only with a core per rank). Each row is the least idle of the schedule's `repeats` steps:
+    a stage the shared machine slows for a moment only makes the others wait, so noise only
+    adds idle time and the least idle step is the schedule's own (as `measure_bubble`)."""
+    from ..ranks.launch import launch
+
+    names = [plan(name, chunks).name for name in schedules]
+    model = mlp([width] * (stages * max(2, chunks) + 1), seed=seed)
+    for name in names:  # refuse an impossible cut or order here, not on every rank
+        v = plan(name, chunks).chunks
+        split(model, stages * v)
+        check_orders(plan(name, chunks).orders(stages, microbatches), stages, microbatches, v)
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(microbatches * micro_batch_size, width, generator=gen)  # cpu: sent to ranks
+    y = torch.randint(0, width, (len(x),), generator=gen)  # cpu: sent to ranks
+    import_autograd_extras()
+    per_rank = launch(
+        _turns,
+        stages,
+        backend="gloo",
+        timeout=timeout,
+        args=(model, x, y, [Run(name, microbatches, chunks, link=link) for name in names], repeats),
+    )
+    clock = "real" if link is None else "simulated"
+    rows = []
+    for n, name in enumerate(names):
+        steps = [
+            step_timeline([r[turn * len(names) + n] for r in per_rank], name, microbatches)
+            for turn in range(repeats)
+        ]
+        tl = min(steps, key=Timeline.bubble_fraction)
+        rows.append(row_from(tl, name, chunks, clock, micro_batch_size * width * 4))
+    return rows

@@ -8,10 +8,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from ..core.style import PALETTE, new_figure
-from .schedules import Timeline
+from .timeline import Timeline
 
 __all__ = [
     "activations_held",
+    "draw_ops",
     "bubble_note",
     "bubble_vs_microbatches",
     "layer_traffic",
@@ -21,7 +22,7 @@ __all__ = [
     "step_ratio",
 ]
 
-_COLOURS = {"F": PALETTE[0], "B": PALETTE[1]}
+_COLOURS = {"F": PALETTE[0], "B": PALETTE[1], "W": PALETTE[2]}
 _NAMES = {"F": "forward", "B": "backward"}
 
 
@@ -88,6 +89,29 @@ def _compare_steps(timelines: dict) -> str:
     )
 
 
+def draw_ops(ax, tl: Timeline, unit: float, row: str, names: dict, fontsize: int = 7) -> None:
+    """`tl`'s ops as boxes on `ax`, one row per rank (`row` names it) and `unit` seconds to
+    one on the x axis: forward blue, backward orange, W green, idle blank, a later chunk
+    hatched, each box labelled with its micro-batch; `names` gives each kind's legend."""
+    shown = set()
+    for e in tl.compute():
+        ax.broken_barh(
+            [(e.start / unit, (e.end - e.start) / unit)],
+            (e.stage - 0.4, 0.8),
+            facecolors=_COLOURS[e.kind],
+            edgecolor="white",
+            hatch="//" if e.chunk else None,
+            label=names[e.kind] if e.kind not in shown else None,
+        )
+        shown.add(e.kind)
+        middle = (e.start + e.end) / 2 / unit
+        label = str(e.microbatch)
+        ax.text(middle, e.stage, label, ha="center", va="center", fontsize=fontsize, color="white")
+    ax.set_yticks(range(tl.stages), [f"{row} {s}" for s in range(tl.stages)])
+    ax.set_ylim(tl.stages - 0.5, -0.5)
+    ax.grid(axis="y", visible=False)
+
+
 def pipeline_timeline(timelines: dict, note: str | None = None):
     """One row of boxes per stage, one panel per run: forward blue, backward orange, idle blank.
 
@@ -104,34 +128,8 @@ def pipeline_timeline(timelines: dict, note: str | None = None):
     )
     end = max(max(e.end for e in t.compute()) / t.slot for t in timelines.values())
     for ax, (label, tl) in zip(axes, timelines.items(), strict=True):
-        for kind, colour in _COLOURS.items():
-            for s in range(tl.stages):
-                boxes = [
-                    (e.start / tl.slot, (e.end - e.start) / tl.slot)
-                    for e in tl.compute(s)
-                    if e.kind == kind
-                ]
-                ax.broken_barh(
-                    boxes,
-                    (s - 0.4, 0.8),
-                    facecolors=colour,
-                    edgecolor="white",
-                    label=_NAMES[kind] if s == 0 else None,
-                )
-        for e in tl.compute():
-            ax.text(
-                (e.start + e.end) / 2 / tl.slot,
-                e.stage,
-                str(e.microbatch),
-                ha="center",
-                va="center",
-                fontsize=7,
-                color="white",
-            )
-        ax.set_yticks(range(tl.stages), [f"stage {s}" for s in range(tl.stages)])
-        ax.set_ylim(tl.stages - 0.5, -0.5)
+        draw_ops(ax, tl, tl.slot, "stage", _NAMES)
         ax.set_xlim(0, end * 1.02)
-        ax.grid(axis="y", visible=False)
         seconds = f"{tl.makespan():.3f} s, " if _on_ranks(tl) else ""
         ax.set_title(
             f"{label}: {seconds}{tl.in_slots(tl.makespan()):.1f} forwards", fontsize=10, loc="left"

@@ -13,8 +13,15 @@ from ..core.checks import NOT_SOLVED, attempt, first_problem_verdict, verdict
 from ..core.own_answers import Refused, attempt_refusing, message, own_answer_name
 from .schedule_check import check_rank_order
 from .schedule_play import peak_held, play_out, simulate
-from .schedules import BACKWARD, FORWARD, bubble_formula, check_order, one_f_one_b_order
-from .virtual_schedules import WEIGHT, interleaved_bubble_formula
+from .schedules import (
+    BACKWARD,
+    FORWARD,
+    WEIGHT,
+    bubble_formula,
+    check_order,
+    interleaved_bubble_formula,
+    one_f_one_b_order,
+)
 
 BUBBLE_CASES = ((3, 11), (3, 3), (5, 9), (6, 7), (8, 8), (8, 64))  # none whose value 06 prints
 ORDER_CASES = ((2, 2), (3, 3), (4, 8), (5, 3))

@@ -6,11 +6,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from ..core.style import PALETTE, new_figure
-from .schedules import Timeline
+from .charts import draw_ops
+from .timeline import Timeline
 
 __all__ = ["bubble_by_schedule", "schedule_timelines"]
 
-_COLOURS = {"F": PALETTE[0], "B": PALETTE[1], "W": PALETTE[2]}
 _NAMES = {"F": "forward", "B": "backward (B: input gradient when split)", "W": "weight gradient"}
 
 
@@ -30,31 +30,8 @@ def schedule_timelines(timelines: dict[str, Timeline], note: str | None = None):
     fig, axes = new_figure(nrows=len(timelines), width=9.0, height=0.5 + 0.42 * k)
     end = max(max(e.end for e in t.compute()) for t in timelines.values()) / unit
     for ax, (label, tl) in zip(axes, timelines.items(), strict=True):
-        shown = set()
-        for e in tl.compute():
-            chunk = getattr(e, "chunk", 0)
-            ax.broken_barh(
-                [(e.start / unit, (e.end - e.start) / unit)],
-                (e.stage - 0.4, 0.8),
-                facecolors=_COLOURS[e.kind],
-                edgecolor="white",
-                hatch="//" if chunk else None,
-                label=_NAMES[e.kind] if e.kind not in shown else None,
-            )
-            shown.add(e.kind)
-            ax.text(
-                (e.start + e.end) / 2 / unit,
-                e.stage,
-                str(e.microbatch),
-                ha="center",
-                va="center",
-                fontsize=6,
-                color="white",
-            )
-        ax.set_yticks(range(tl.stages), [f"rank {r}" for r in range(tl.stages)])
-        ax.set_ylim(tl.stages - 0.5, -0.5)
+        draw_ops(ax, tl, unit, "rank", _NAMES, fontsize=6)
         ax.set_xlim(0, end * 1.02)
-        ax.grid(axis="y", visible=False)
         ax.set_title(
             f"{label}: {tl.makespan() / unit:.1f} slots, {tl.bubble_fraction():.0%} idle",
             fontsize=9,
@@ -75,7 +52,7 @@ def schedule_timelines(timelines: dict[str, Timeline], note: str | None = None):
 
 
 def bubble_by_schedule(rows: list[dict] | dict[str, list[dict]]):
-    """Per schedule (`schedule_bubble.measure_schedules`' rows, one K, M and clock): the
+    """Per schedule (`bubble.measure_schedules`' rows, one K, M and clock): the
     measured bubble beside the schedule played out with the measured times and its formula;
     rows of several clocks ({clock: rows}) get a panel each. Each title names its clock and
     the schedule that idled least, from the rows."""

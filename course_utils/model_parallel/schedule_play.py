@@ -14,8 +14,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from .schedule_check import check_orders, name
-from .schedules import WAIT, Event, Timeline, check_order, peak_held
-from .virtual_schedules import BACKWARD, FORWARD, WEIGHT, Plan, lifted, one_chunk, plan
+from .schedules import (
+    BACKWARD,
+    FORWARD,
+    WEIGHT,
+    Plan,
+    check_order,
+    lifted,
+    one_chunk,
+    peak_held,
+    plan,
+)
+from .timeline import WAIT, Event, Timeline
 
 Key = tuple[int, str, int, int]  # (rank, kind, micro-batch, chunk)
 

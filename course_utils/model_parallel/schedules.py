@@ -1,23 +1,30 @@
-"""Pipeline schedules: in which order each stage runs its forwards and backwards, and the cost.
+"""Pipeline schedules: in which order each rank runs its forwards and backwards.
 
 A schedule turns (stage, stages, microbatches) into a list of ops, ("F", i) or ("B", i) for
-micro-batch i. The same lists drive the real pipeline (`virtual_pipeline`) and the play-out on
-paper (`schedule_play`), so that a measured timeline can be held against what the schedule
-promises, and a learner's own order can be tried without starting a single process. A
-`Timeline` is what both give back: every op's start and end on every stage.
+micro-batch i: naive, GPipe and 1F1B. Past 1F1B an op is (kind, micro-batch, chunk). `chunk`
+is the virtual stage on the rank: with v chunks per rank the model is cut into K·v pieces
+and rank r holds pieces r, r + K, r + 2K, ... (interleaved 1F1B, Narayanan et al. 2021), so
+a micro-batch crosses every rank v times on its way forward. Kinds are "F", "B" and "W": a
+schedule with W ops splits each backward into B, the gradient of the chunk's input that the
+previous stage waits for, and W, the gradient of its weights that nobody waits for (ZB-H1,
+Qi et al. 2023), so W can fill the pipeline's idle slots; without W ops each B is the whole
+backward. `plan` names every schedule, naive to ZB-H1, as one `Plan`. The same orders drive
+the real pipeline (`virtual_pipeline`) and the play-out on paper (`schedule_play`), so a
+measured step can be held against what its schedule promises, and a learner's own order
+can be tried without starting a single process.
 """
 
 from __future__ import annotations
 
-import statistics
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from ..core.own_answers import own_answer
 from ..parallel.pipeline import BACKWARD, FORWARD, WEIGHT
+from .schedule_check import Op as ChunkOp
 from .schedule_check import check_rank_order
 
-WAIT = "wait"
-Op = tuple[str, int]
+Op = tuple[str, int]  # ("F", i) or ("B", i): an op of a one-chunk schedule
 
 
 def naive_order(stage: int, stages: int, microbatches: int) -> list[Op]:
@@ -63,92 +70,165 @@ def bubble_formula(stages: int, microbatches: int) -> float:
     return (stages - 1) / (microbatches + stages - 1)
 
 
-@dataclass(frozen=True)
-class Event:
-    stage: int
-    kind: str  # "F", "B" or "wait"
-    microbatch: int  # -1 for a wait
-    start: float
-    end: float
-    chunk: int = 0  # the rank's virtual stage (interleaved schedules)
+def lifted(order: list[tuple[str, int]]) -> list[ChunkOp]:
+    """A one-chunk order of ("F", i) / ("B", i) ops as (kind, i, 0)."""
+    return [(kind, i, 0) for kind, i in order]
 
 
-@dataclass
-class Timeline:
-    """When every stage computed and waited during one training step.
+def _rounds(stages: int, microbatches: int) -> int:
+    """Micro-batches per round: forwards go K at a time through one chunk, then the next
+    chunk (PyTorch's rule, which also allows M that is not a multiple of K)."""
+    rounds = max(1, microbatches // stages)
+    if microbatches % rounds:
+        raise ValueError(
+            f"interleaving needs M to be a multiple of M // K = {rounds} (got M={microbatches}, "
+            f"K={stages}); use M = {rounds * (microbatches // rounds)} or a multiple of K."
+        )
+    return microbatches // rounds
 
-    Times are in seconds from a start shared by all stages (measured) or in slots
-    (simulated, `slot=1`); `slot` is the duration of one ideal forward, to count in slots.
+
+@own_answer("interleaved_order")
+def interleaved_order(rank: int, stages: int, microbatches: int, chunks: int = 2) -> list[ChunkOp]:
+    """Interleaved 1F1B for one rank: a round of micro-batches forward through chunk 0, then
+    the same round through chunk 1, ...; backwards go through the chunks the other way.
+
+    The warm-up is longer than 1F1B's ((v-1) rounds plus 2 per rank after this one), then
+    one forward and one backward alternate. Each chunk is 1/v of a stage, so the pipe fills
+    v times faster and the bubble shrinks to (K-1)/(v·M+K-1) of the step.
     """
+    if chunks < 1:
+        raise ValueError(f"chunks (virtual stages per rank) must be at least 1, got {chunks}.")
+    per_round, total = _rounds(stages, microbatches), chunks * microbatches
+    warmup = min((chunks - 1) * per_round + 2 * (stages - 1 - rank), total)
+    done = {FORWARD: [0] * chunks, BACKWARD: [0] * chunks}
+    ops: list[ChunkOp] = []
 
-    schedule: str
-    stages: int
-    microbatches: int
-    events: list[Event]
-    slot: float = 1.0
-    peak_activations: tuple[int, ...] = field(default_factory=tuple)
-    peak_bytes: tuple[int, ...] = field(default_factory=tuple)  # measured runs only
+    def run(kind: str, n: int) -> None:
+        step = (n // per_round) % chunks
+        chunk = step if kind == FORWARD else chunks - 1 - step
+        ops.append((kind, done[kind][chunk], chunk))
+        done[kind][chunk] += 1
 
-    def compute(self, stage: int | None = None) -> list[Event]:
-        return [e for e in self.events if e.kind != WAIT and (stage is None or e.stage == stage)]
+    for n in range(warmup):
+        run(FORWARD, n)
+    for n in range(total - warmup):
+        run(FORWARD, warmup + n)
+        run(BACKWARD, n)
+    for n in range(total - warmup, total):
+        run(BACKWARD, n)
+    return ops
 
-    def makespan(self) -> float:
-        """From the first op that started to the last that ended, on any stage."""
-        ops = self.compute()
-        return max(e.end for e in ops) - min(e.start for e in ops)
 
-    def busy(self, stage: int) -> float:
-        return sum(e.end - e.start for e in self.compute(stage))
+def zb_h1_order(rank: int, stages: int, microbatches: int) -> list[ChunkOp]:
+    """ZB-H1 for one rank: 1F1B's forwards and input-gradient backwards (B), each weight
+    gradient (W) run after its B, rank r keeping r of them back for the end.
 
-    def op_seconds(self) -> list[tuple[float, float]]:
-        """Each stage's median forward and median backward: what `simulate(durations=...)`
-        takes to predict a step from measured stages."""
-        return [
-            tuple(
-                statistics.median(e.end - e.start for e in self.compute(s) if e.kind == kind)
-                for kind in (FORWARD, BACKWARD)
-            )
-            for s in range(self.stages)
-        ]
+    The last ranks, which 1F1B leaves idle while the first ones finish, fill that time with
+    their deferred Ws; a rank holds a micro-batch from its F to its W, so rank r holds at most
+    (K - r) + r = K, 1F1B's peak on rank 0. With F, B and W of equal length the bubble is a
+    third of 1F1B's: (K-1)(F+B-W) instead of (K-1)(F+B+W) per rank.
+    """
+    warmup = min(stages - 1 - rank, microbatches)
+    ops: list[ChunkOp] = [(FORWARD, i, 0) for i in range(warmup)]
+    weights = 0
+    for n in range(microbatches):
+        if n < microbatches - warmup:
+            ops.append((FORWARD, warmup + n, 0))
+        ops.append((BACKWARD, n, 0))
+        if n >= rank:
+            ops.append((WEIGHT, weights, 0))
+            weights += 1
+    return ops + [(WEIGHT, i, 0) for i in range(weights, microbatches)]
 
-    def step_over_work(self) -> float:
-        """The step over the work one stage does in it (its mean busy time): (M+K-1)/M for
-        GPipe or 1F1B with equal stages and free hand-offs, whatever an op costs, so that a
-        schedule whose ops run a little faster or slower (or a machine that does) compares
-        fairly with another."""
-        return self.makespan() / (sum(map(self.busy, range(self.stages))) / self.stages)
 
-    def op_durations(self) -> dict[tuple[int, str, int, int], float]:
-        """Every op's own duration, by (stage, kind, micro-batch, chunk): what `play_out` and
-        `simulate` take as `per_op`, so that an op the machine slowed is slow in both."""
-        return {(e.stage, e.kind, e.microbatch, e.chunk): e.end - e.start for e in self.compute()}
+@dataclass(frozen=True)
+class Plan:
+    """A schedule for the whole pipeline: its name, chunks per rank, how to order a rank, and
+    whether a rank holds its results until a run of forwards (or backwards) is done."""
 
-    def idle(self, stage: int) -> float:
-        """How long `stage` sat idle during the step. A measured run records each wait for a
-        hand-off: idle is those waits, plus the time before the stage's first op and after
-        its last; the CPU time spent handing results on between ops is not idle. A run played
-        out on paper records no waits: all its time outside the ops is idle."""
-        ops = self.compute(stage)
-        waits = [e for e in self.events if e.kind == WAIT and e.stage == stage]
-        if not waits:
-            return self.makespan() - self.busy(stage)
-        start, end = min(e.start for e in self.compute()), max(e.end for e in self.compute())
-        first, last = min(e.start for e in ops), max(e.end for e in ops)
-        waited = sum(e.end - e.start for e in waits if e.start >= first)
-        return (first - start) + waited + (end - last)
+    name: str
+    chunks: int
+    order: Callable[[int, int, int], list[ChunkOp]]  # (rank, stages, microbatches) -> ops
+    description: str
+    hold_sends: bool = False  # naive: the whole batch is passed on at once
 
-    def bubble_fraction(self) -> float:
-        """Share of the stages' time spent idle (`idle`) over the step: GPipe's bubble."""
-        idle = sum(self.idle(s) for s in range(self.stages))
-        return idle / (self.stages * self.makespan())
+    def orders(self, stages: int, microbatches: int) -> list[list[ChunkOp]]:
+        return [self.order(r, stages, microbatches) for r in range(stages)]
 
-    def span(self, kind: str) -> float:
-        """How long the step took until the last op of `kind` ended, e.g. the forward pass."""
-        start = min(e.start for e in self.compute())
-        return max(e.end for e in self.compute() if e.kind == kind) - start
+    @property
+    def splits_backward(self) -> bool:
+        return self.name == "zb-h1"
 
-    def in_slots(self, seconds: float) -> float:
-        return seconds / self.slot
+
+def plan(name: str | Plan, chunks: int = 2) -> Plan:
+    """The schedule called `name`; `chunks` (v) matters only for "interleaved"."""
+    if isinstance(name, Plan):
+        return name
+    plans = {
+        "naive": Plan(
+            "naive",
+            1,
+            lambda r, k, m: lifted(naive_order(r, k, m)),
+            "the batch goes through one stage at a time (no pipelining)",
+            hold_sends=True,
+        ),
+        "gpipe": Plan(
+            "gpipe",
+            1,
+            lambda r, k, m: lifted(gpipe_order(r, k, m)),
+            "all forwards, then all backwards",
+        ),
+        "1f1b": Plan(
+            "1f1b",
+            1,
+            lambda r, k, m: lifted(one_f_one_b_order(r, k, m)),
+            "one forward, one backward when full",
+        ),
+        "interleaved": Plan(
+            "interleaved",
+            chunks,
+            lambda r, k, m: interleaved_order(r, k, m, chunks),
+            f"1F1B over {chunks} virtual stages per rank",
+        ),
+        "zb-h1": Plan("zb-h1", 1, zb_h1_order, "1F1B with each backward split in B and W"),
+    }
+    if name not in plans:
+        raise ValueError(f"unknown schedule {name!r}; choose one of {', '.join(plans)}.")
+    return plans[name]
+
+
+NAMES = ("gpipe", "1f1b", "interleaved", "zb-h1")
+
+
+def one_chunk(name: str | Plan) -> Plan:
+    """The schedule `name`, refused unless it runs one chunk per rank with a whole backward:
+    what `virtual_pipeline.run_pipeline` and `schedule_play.simulate` take."""
+    sched = plan(name, 1)
+    if sched.name not in SCHEDULES:
+        raise ValueError(
+            f"{sched.name} needs chunks or a split backward: choose one of "
+            f"{', '.join(SCHEDULES)} here; play it out with `play_out`, train it with "
+            "`train_pipeline`."
+        )
+    return sched
+
+
+def interleaved_bubble_formula(stages: int, microbatches: int, chunks: int) -> float:
+    """(K-1)/(v·M+K-1): the pipe fills and drains once, in steps 1/v of a stage long."""
+    return (stages - 1) / (chunks * microbatches + stages - 1)
+
+
+def zb_h1_bubble_formula(stages: int, microbatches: int, f=1.0, b=1.0, w=1.0) -> float:
+    """Qi et al.'s ZB-H1: each rank idles (K-1)(F+B-W) in a step of M(F+B+W) work."""
+    idle = (stages - 1) * (f + b - w)
+    return idle / (microbatches * (f + b + w) + idle)
+
+
+def handoffs_per_step(stages: int, microbatches: int, chunks: int = 1) -> int:
+    """Messages between ranks in one step: each micro-batch crosses the K·v - 1 cuts
+    between pieces twice (activation forward, gradient back): (K·v-1)/(K-1) times 1F1B's,
+    at least v times (with v chunks it also goes from the last rank back to the first)."""
+    return 2 * microbatches * (stages * chunks - 1)
 
 
 def peak_held(order: list) -> int:

@@ -21,7 +21,7 @@ from torch import nn
 
 from ..parallel.pipeline import BACKWARD, FORWARD, WEIGHT, chunks_and_ops
 from .activations import HeldActivations
-from .schedules import Event
+from .timeline import Event
 
 __all__ = ["StageWatch"]
 

@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .pipeline import split
-from .virtual_schedules import plan
+from .schedules import plan
 
 CLASSES = {
     "gpipe": "ScheduleGPipe",

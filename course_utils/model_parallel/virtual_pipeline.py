@@ -1,7 +1,7 @@
 """Every schedule of notebook 06, naive to zero bubble, run for real on the course's engine.
 
 Rank r holds the model's pieces r, r + K, ... (one per chunk) and runs its ops in the order
-a `virtual_schedules.Plan` gives, with `parallel.pipeline`, the engine every schedule of
+a `schedules.Plan` gives, with `parallel.pipeline`, the engine every schedule of
 notebook 06 and 11's mesh run on. This module watches it from outside: hooks time every op
 (`stage_watch`), the recorder's stamps on each receive give the waits. `run_pipeline` is one
 step whose gradients must equal the unsplit model's (`pipeline.serial_step`); in
@@ -26,9 +26,9 @@ from ..parallel.pipeline import backward_input, backward_weight, pipeline_step, 
 from ..ranks.bootstrap import device
 from .pipeline import batch_for, default_model, import_autograd_extras, mlp, serial_step, split
 from .schedule_check import check_orders
-from .schedules import WAIT, Event, Timeline
+from .schedules import one_chunk, plan
 from .stage_watch import StageWatch
-from .virtual_schedules import one_chunk, plan
+from .timeline import WAIT, Event, Timeline
 
 
 def pieces_of(model: nn.Sequential, stages: int, chunks: int, rank: int) -> list[nn.Sequential]:
@@ -91,11 +91,11 @@ def train_rank(model, x, y, run: Run) -> RankSteps:
 
 def _train_rank(model, x, y, run: Run, now) -> RankSteps:
     rank, k, dev = dist.get_rank(), dist.get_world_size(), device()
-    sched, m = plan(run.schedule, run.chunks), run.microbatches
+    sched, micro = plan(run.schedule, run.chunks), run.microbatches
     v = sched.chunks
-    order = check_orders(sched.orders(k, m), k, m, v)[rank]
+    order = check_orders(sched.orders(k, micro), k, micro, v)[rank]
     pieces = [p.to(dev) for p in pieces_of(model, k, v, rank)]
-    xs, ys = x.to(dev).chunk(m), y.to(dev).chunk(m)
+    xs, ys = x.to(dev).chunk(micro), y.to(dev).chunk(micro)
     shapes, h = [], xs[0]
     with torch.no_grad():
         for g, part in enumerate(split(model, k * v)):
@@ -123,8 +123,7 @@ def _train_rank(model, x, y, run: Run, now) -> RankSteps:
                 hold_sends=sched.hold_sends,
                 post_ahead=run.post_ahead,
             )
-        arrived = [message for message in log.messages if message.op == "arrived"]
-        waits = [Event(rank, WAIT, -1, a.began, a.ended) for a in arrived]
+        waits = [Event(rank, WAIT, -1, m.began, m.ended) for m in log.messages if m.op == "arrived"]
         events = [replace(e, start=e.start - t0, end=e.end - t0) for e in watch.events + waits]
         result.steps.append(sorted(events, key=lambda e: e.start))
         if not result.sent:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from itertools import pairwise
 
-from course_utils.model_parallel.schedules import Timeline
-from course_utils.model_parallel.virtual_schedules import plan
+from course_utils.model_parallel.schedules import plan
+from course_utils.model_parallel.timeline import Timeline
 
 EPS = 1e-9  # seconds: event times are differences of clock readings near 1e5 s
 

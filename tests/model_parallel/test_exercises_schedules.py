@@ -169,7 +169,7 @@ def _rounds_of(per_round, rank, stages, microbatches, chunks):
 
 def test_the_course_s_own_interleaved_order_is_refused(capsys):
     from course_utils.core.own_answers import message
-    from course_utils.model_parallel.virtual_schedules import interleaved_order
+    from course_utils.model_parallel.schedules import interleaved_order
 
     assert not check_interleaved_order(interleaved_order)
     assert not check_interleaved_order(lambda r, k, m, v: interleaved_order(r, k, m, v))

@@ -174,7 +174,7 @@ def test_charts_take_plain_data_and_compute_their_titles():
 
 def _measured(timeline, seconds_per_slot: float, median_forward: float):
     """A timeline as a run on ranks gives it: in seconds, with its own median forward."""
-    from course_utils.model_parallel.schedules import Event, Timeline
+    from course_utils.model_parallel.timeline import Event, Timeline
 
     scaled = [
         Event(e.stage, e.kind, e.microbatch, e.start * seconds_per_slot, e.end * seconds_per_slot)

@@ -19,7 +19,8 @@ from course_utils.model_parallel import measure_bubble, real_compute_run
 from course_utils.model_parallel.activations import HeldActivations
 from course_utils.model_parallel.bubble import HANDOFF_LINK
 from course_utils.model_parallel.schedule_play import Costs, handoff_seconds, simulate
-from course_utils.model_parallel.schedules import Event, Timeline, bubble_formula
+from course_utils.model_parallel.schedules import bubble_formula
+from course_utils.model_parallel.timeline import Event, Timeline
 from course_utils.network import wire
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from course_utils.core.machine import MachineShare
-from course_utils.model_parallel import schedule_verdicts as v
+from course_utils.model_parallel import verdicts as v
 
 
 def _row(schedule, measured, played=None, clock="simulated", m=8):
@@ -62,9 +62,9 @@ def test_the_bubble_below_verdict_fails_for_a_schedule_that_gains_nothing():
     """06's measurement on the simulated link, at the notebook's sizes: GPipe, whose bubble
     on paper is 1F1B's, must not pass as below it (it came out 0.005 below to 0.020 above
     in 8 runs, two at a time on 2 cores); interleaving must."""
-    from course_utils.model_parallel import schedule_bubble
+    from course_utils.model_parallel import bubble
 
-    rows = schedule_bubble.measure_schedules(
+    rows = bubble.measure_schedules(
         ["1f1b", "gpipe", "interleaved"], 2, 4, width=1024, micro_batch_size=128, repeats=5
     )
     assert not v.bubble_below(rows, "gpipe").ok

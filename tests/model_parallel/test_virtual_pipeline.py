@@ -9,9 +9,9 @@ from recorded_bars import last_states, record_rank_bars
 
 from course_utils.model_parallel.pipeline import mlp
 from course_utils.model_parallel.schedule_check import check_handoffs
+from course_utils.model_parallel.schedules import NAMES, plan
 from course_utils.model_parallel.torch_pipelining import train_with_torch
 from course_utils.model_parallel.virtual_pipeline import serial_training, train_pipeline
-from course_utils.model_parallel.virtual_schedules import NAMES, plan
 
 STEPS = 3
 
@@ -92,7 +92,7 @@ def test_impossible_set_ups_are_refused_before_launching():
 
 
 def test_measured_rows_name_their_schedule_clock_and_the_played_out_bubble(monkeypatch):
-    from course_utils.model_parallel.schedule_bubble import measure_schedules
+    from course_utils.model_parallel.bubble import measure_schedules
 
     states = record_rank_bars(monkeypatch)
     rows = measure_schedules(["1f1b", "zb-h1"], 2, 2, width=32, micro_batch_size=8, repeats=2)

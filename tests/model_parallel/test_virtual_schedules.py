@@ -18,10 +18,9 @@ from course_utils.model_parallel.schedule_play import (
     posting_seconds,
     simulate,
 )
-from course_utils.model_parallel.schedules import Event, Timeline, bubble_formula
-from course_utils.model_parallel.torch_pipelining import order_differences, unexplained_differences
-from course_utils.model_parallel.virtual_schedules import (
+from course_utils.model_parallel.schedules import (
     NAMES,
+    bubble_formula,
     handoffs_per_step,
     interleaved_bubble_formula,
     interleaved_order,
@@ -29,6 +28,8 @@ from course_utils.model_parallel.virtual_schedules import (
     zb_h1_bubble_formula,
     zb_h1_order,
 )
+from course_utils.model_parallel.timeline import Event, Timeline
+from course_utils.model_parallel.torch_pipelining import order_differences, unexplained_differences
 
 PIPES = [(2, 2), (2, 4), (2, 16), (4, 8), (4, 16)]
 

@@ -11,7 +11,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
-from course_utils.model_parallel.virtual_schedules import plan
+from course_utils.model_parallel.schedules import plan
 from course_utils.network.recorder import recording
 from course_utils.parallel.pipeline import pipeline_step
 from course_utils.ranks.launch import launch
@@ -123,7 +123,7 @@ def _pieces() -> nn.Sequential:
 
 
 def _chunked_stage(schedule: str, pipeline: list[int], as_on_nccl: bool, ahead: bool) -> dict:
-    from course_utils.model_parallel.virtual_schedules import plan
+    from course_utils.model_parallel.schedules import plan
 
     batches = _batched_as_on_nccl() if as_on_nccl else []
     here, k = pipeline.index(dist.get_rank()), len(pipeline)
