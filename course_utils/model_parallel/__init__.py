@@ -39,7 +39,7 @@ from .exercises import (
     check_interleaved_order,
     check_split_backward,
 )
-from .pipeline import mlp, serial_step
+from .pipeline import Work, mlp, serial_step
 from .schedule_charts import bubble_by_schedule, schedule_timelines
 from .schedule_play import play_out, simulate
 from .schedules import NAMES as SCHEDULE_NAMES
@@ -59,15 +59,17 @@ from .torch_pipelining import (
     unexplained_differences,
 )
 from .verdicts import bubble_matches
-from .virtual_pipeline import run_pipeline, serial_training, train_pipeline
+from .virtual_pipeline import Pacing, run_pipeline, serial_training, train_pipeline
 
 __all__ = [
     "HANDOFF_LINK",
     "KNOWN_DIFFERENCES",
+    "Pacing",
     "SCHEDULES",
     "SCHEDULE_NAMES",
     "STYLES",
     "SplitLayer",
+    "Work",
     "activations_held",
     "bubble_by_schedule",
     "bubble_matches",

@@ -28,7 +28,7 @@ import torch.distributed as dist
 
 from ..core import progress
 from ..core.machine import MachineShare, machine_cores, on_a_quiet_machine
-from .pipeline import import_autograd_extras, mlp, split
+from .pipeline import Work, import_autograd_extras, mlp, split
 from .schedule_check import check_orders
 from .schedule_play import Costs, handoff_seconds, play_out, posting_seconds
 from .schedules import (
@@ -68,7 +68,7 @@ def typical_run(schedule: str = "gpipe", *, repeats: int = 3, **kwargs) -> Pipel
 
 def real_compute_run(
     schedule: str, stages: int, microbatches: int, *, width: int, micro_batch_size: int,
-    stage_cost: Sequence[float] | None = None, link: str | None = HANDOFF_LINK, seed: int = 0,
+    stage_cost: Sequence[float] | None = None, link: str | None = HANDOFF_LINK,
     keep_grads: bool = False,
 ) -> PipelineRun:  # fmt: skip
     """One step of `stages` equal blocks of `width` (a stage `stage_cost` times heavier gets
@@ -77,13 +77,11 @@ def real_compute_run(
     the median forward of one micro-batch on one stage, so it can be read in forwards.
     The gradients come back only with `keep_grads` (a stage of width 4096 has 64 MiB)."""
     blocks = [round(c) for c in (stage_cost or [1] * stages)]
-    model = mlp([width] * (sum(blocks) + 1), seed=seed)
-    gen = torch.Generator().manual_seed(seed)
-    x = torch.randn(microbatches * micro_batch_size, width, generator=gen)  # cpu: sent to ranks
-    y = torch.randint(0, width, (len(x),), generator=gen)  # cpu: sent to ranks
+    model = _grouped(mlp([width] * (sum(blocks) + 1)), blocks)
+    work = Work(model, micro_batch_size=micro_batch_size)  # a random batch of width classes
     run = run_pipeline(
-        schedule, stages=stages, microbatches=microbatches, model=_grouped(model, blocks),
-        x=x, y=y, link=link, keep_grads=keep_grads,
+        schedule, stages=stages, microbatches=microbatches, work=work, link=link,
+        keep_grads=keep_grads,
     )  # fmt: skip
     forwards = [e.end - e.start for e in run.timeline.compute() if e.kind == FORWARD]
     run.timeline.slot = statistics.median(forwards)
@@ -258,8 +256,6 @@ def measure_schedules(
     chunks: int = 2,
     repeats: int = 2,
     link: str | None = HANDOFF_LINK,
-    seed: int = 0,
-    timeout: float = 300.0,
 ) -> list[dict]:
     """One row per schedule (`row_from`), all measured in one launch on K·max(2, v) equal
     blocks of `width` with real compute (`link=None`: the real link on the wall clock, fair
@@ -269,20 +265,18 @@ def measure_schedules(
     from ..ranks.launch import launch
 
     names = [plan(name, chunks).name for name in schedules]
-    model = mlp([width] * (stages * max(2, chunks) + 1), seed=seed)
+    work = Work(mlp([width] * (stages * max(2, chunks) + 1)), micro_batch_size=micro_batch_size)
+    model, x, y = work.resolve(0, microbatches)  # a random batch of width classes
     for name in names:  # refuse an impossible cut or order here, not on every rank
         v = plan(name, chunks).chunks
         split(model, stages * v)
         check_orders(plan(name, chunks).orders(stages, microbatches), stages, microbatches, v)
-    gen = torch.Generator().manual_seed(seed)
-    x = torch.randn(microbatches * micro_batch_size, width, generator=gen)  # cpu: sent to ranks
-    y = torch.randint(0, width, (len(x),), generator=gen)  # cpu: sent to ranks
     import_autograd_extras()
     per_rank = launch(
         _turns,
         stages,
         backend="gloo",
-        timeout=timeout,
+        timeout=300.0,
         args=(model, x, y, [Run(name, microbatches, chunks, link=link) for name in names], repeats),
     )
     clock = "real" if link is None else "simulated"

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from itertools import pairwise
 
 import torch
@@ -23,11 +24,6 @@ def mlp(widths: Sequence[int], seed: int = 0) -> nn.Sequential:
         layers = [nn.Linear(a, b)] + ([nn.ReLU()] if n < len(pairs) - 1 else [])
         blocks.append(nn.Sequential(*layers))
     return nn.Sequential(*blocks)
-
-
-def default_model(stages: int, in_features: int = 40, classes: int = 10, hidden: int = 32):
-    """One block per stage, shaped for MNIST-1D (40 inputs, 10 classes)."""
-    return mlp([in_features] + [hidden] * (stages - 1) + [classes])
 
 
 def split(model: nn.Sequential, stages: int) -> list[nn.Sequential]:
@@ -50,21 +46,39 @@ def import_autograd_extras() -> None:
     y.backward(torch.ones_like(y))
 
 
-def batch_for(model, microbatches: int, micro_batch_size: int, seed: int, x=None, y=None):
-    """`x, y`, or a random batch of `microbatches` x `micro_batch_size` samples for `model`'s
-    inputs and classes; refused unless it cuts into equal micro-batches."""
-    if x is None:
-        gen = torch.Generator().manual_seed(seed)
-        first = next(model.parameters()).shape[1]
-        x = torch.randn(microbatches * micro_batch_size, first, generator=gen)  # cpu: sent to ranks
-        classes = list(model.parameters())[-1].shape[0]
-        y = torch.randint(0, classes, (len(x),), generator=gen)  # cpu: sent to ranks
-    if len(x) % microbatches:
-        raise ValueError(
-            f"a batch of {len(x)} samples does not cut into {microbatches} equal micro-batches; "
-            f"use a batch size that is a multiple of {microbatches}."
-        )
-    return x, y
+@dataclass(frozen=True)
+class Work:
+    """What a pipeline trains, as one value for every run that takes it: `model` (default:
+    an MLP of blocks of width `hidden`, shaped for MNIST-1D's 40 inputs and 10 classes, from
+    `seed`) on the batch `x, y` (default: random, `micro_batch_size` samples a micro-batch)."""
+
+    model: nn.Sequential | None = None
+    x: torch.Tensor | None = None
+    y: torch.Tensor | None = None
+    micro_batch_size: int = 8
+    hidden: int = 32
+    seed: int = 0
+
+    def resolve(self, blocks: int, microbatches: int):
+        """The model (the default one has `blocks` blocks) and the batch, refused unless it
+        cuts into `microbatches` equal micro-batches."""
+        model = self.model
+        if model is None:
+            model = mlp([40] + [self.hidden] * (blocks - 1) + [10], seed=self.seed)
+        x, y = self.x, self.y
+        if x is None:
+            gen = torch.Generator().manual_seed(self.seed)
+            first = next(model.parameters()).shape[1]
+            n = microbatches * self.micro_batch_size
+            x = torch.randn(n, first, generator=gen)  # cpu: sent to ranks
+            classes = list(model.parameters())[-1].shape[0]
+            y = torch.randint(0, classes, (n,), generator=gen)  # cpu: sent to ranks
+        if len(x) % microbatches:
+            raise ValueError(
+                f"a batch of {len(x)} samples does not cut into {microbatches} equal "
+                f"micro-batches; use a batch size that is a multiple of {microbatches}."
+            )
+        return model, x, y
 
 
 def serial_step(model: nn.Sequential, x: torch.Tensor, y: torch.Tensor):

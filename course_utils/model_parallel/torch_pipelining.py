@@ -28,9 +28,8 @@ import copy
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
-from torch import nn
 
-from .pipeline import split
+from .pipeline import Work, split
 from .schedules import plan
 
 CLASSES = {
@@ -180,9 +179,7 @@ def train_with_torch(
     *,
     stages: int,
     microbatches: int,
-    model: nn.Sequential,
-    x,
-    y,
+    work: Work = Work(),
     chunks: int = 2,
     steps: int = 3,
     lr: float = 0.1,
@@ -197,6 +194,7 @@ def train_with_torch(
     from ..ranks.launch import launch
 
     v = plan(schedule, chunks).chunks
+    model, x, y = work.resolve(stages * max(2, chunks), microbatches)
     try:
         results = launch(
             _torch_rank,
@@ -239,9 +237,7 @@ def train_both_ways(
     *,
     stages: int,
     microbatches: int,
-    model: nn.Sequential,
-    x,
-    y,
+    work: Work = Work(),
     chunks: int = 2,
     steps: int = 3,
     lr: float = 0.1,
@@ -259,6 +255,7 @@ def train_both_ways(
     from .virtual_pipeline import model_params, train_pipeline
 
     names = [plan(name, chunks).name for name in schedules]
+    model, x, y = work.resolve(stages * max(2, chunks), microbatches)
     try:
         results = launch(
             _both_engines,
@@ -270,15 +267,11 @@ def train_both_ways(
     except LaunchError:
         runs = {}
         for name in names:
-            ours = train_pipeline(
-                name, stages=stages, microbatches=microbatches, chunks=chunks, steps=steps,
-                lr=lr, model=model, x=x, y=y, timeout=timeout,
-            )  # fmt: skip
+            same = dict(stages=stages, microbatches=microbatches, work=Work(model, x, y))
+            same.update(chunks=chunks, steps=steps, lr=lr, timeout=timeout)
+            ours = train_pipeline(name, **same)
             runs[f"course {name}"] = {"ran": True, "params": ours.params, "losses": ours.losses}
-            runs[f"torch {name}"] = train_with_torch(
-                name, stages=stages, microbatches=microbatches, model=model, x=x, y=y,
-                chunks=chunks, steps=steps, lr=lr, timeout=timeout,
-            )  # fmt: skip
+            runs[f"torch {name}"] = train_with_torch(name, **same)
         return runs
     runs = {}
     for n, name in enumerate(names):

@@ -12,7 +12,6 @@ one process training the unsplit model on the same batches (`serial_training`).
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import torch
@@ -24,7 +23,7 @@ from ..network import wire
 from ..network.recorder import recording
 from ..parallel.pipeline import backward_input, backward_weight, pipeline_step, run_blocks
 from ..ranks.bootstrap import device
-from .pipeline import batch_for, default_model, import_autograd_extras, mlp, serial_step, split
+from .pipeline import Work, import_autograd_extras, serial_step, split
 from .schedule_check import check_orders
 from .schedules import one_chunk, plan
 from .stage_watch import StageWatch
@@ -38,14 +37,23 @@ def pieces_of(model: nn.Sequential, stages: int, chunks: int, rank: int) -> list
 
 
 @dataclass(frozen=True)
+class Pacing:
+    """For a picture, each op padded with sleep to a slot: a forward to `slot` seconds times
+    `stage_cost[s]` on stage s, a backward to that times `backward_ratio` (an illustration,
+    not a measurement; `slot` 0: no padding)."""
+
+    slot: float = 0.0
+    stage_cost: tuple[float, ...] | None = None
+    backward_ratio: float = 1.0
+
+
+@dataclass(frozen=True)
 class Run:
     """What one launch runs on every rank: `schedule` over `microbatches` (`chunks`: v, for
     "interleaved"), `steps` SGD steps of learning rate `lr` (0: none), hand-offs over `link`
-    (None: the real one, on the wall clock; else each rank's link clock). For a picture each
-    op is padded with sleep to a slot: a forward to `slot` seconds times `stage_cost[s]` on
-    stage s, a backward to that times `backward_ratio` (an illustration, not a measurement).
-    `post_ahead`: receives posted as soon as their shape is known (gloo). `keep`: the weights
-    after the last step, and its gradients, come back."""
+    (None: the real one, on the wall clock; else each rank's link clock), ops paced for a
+    picture by `pacing`. `post_ahead`: receives posted as soon as their shape is known (gloo).
+    `keep`: the weights after the last step, and its gradients, come back."""
 
     schedule: str
     microbatches: int
@@ -53,9 +61,7 @@ class Run:
     steps: int = 1
     lr: float = 0.1
     link: str | None = None
-    slot: float = 0.0
-    stage_cost: tuple[float, ...] | None = None
-    backward_ratio: float = 1.0
+    pacing: Pacing = Pacing()
     post_ahead: bool = True
     keep: bool = False
 
@@ -103,14 +109,15 @@ def _train_rank(model, x, y, run: Run, now) -> RankSteps:
                 shapes.append(h.shape)
             h = part.to(dev)(h)
     _warm_up(pieces, shapes)
-    cost = run.slot * (run.stage_cost or [1.0] * k)[rank]
+    pace = run.pacing
+    cost = pace.slot * (pace.stage_cost or [1.0] * k)[rank]
     result = RankSteps(rank, [], [], 0, 0, [], [], [])
     for _ in range(run.steps):
         # every piece alike: the first one computes its input's gradient too, which nothing
         # needs, so that its backward costs what the others' do (equal stages, as in the
         # formula); on fresh tensors each step (the watch hooks each input's gradient)
         batches = [(a.detach().requires_grad_(), b) for a, b in zip(xs, ys, strict=True)]
-        watch = StageWatch(pieces, order, now, (cost, cost * run.backward_ratio))
+        watch = StageWatch(pieces, order, now, (cost, cost * pace.backward_ratio))
         dist.barrier()
         t0 = wire.restart()  # one moment for every rank: their events share one time axis
         with recording() as log, watch:
@@ -162,25 +169,18 @@ def train_pipeline(
     chunks: int = 2,
     steps: int = 3,
     lr: float = 0.1,
-    model: nn.Sequential | None = None,
-    x: torch.Tensor | None = None,
-    y: torch.Tensor | None = None,
-    micro_batch_size: int = 8,
-    hidden: int = 32,
-    seed: int = 0,
+    work: Work = Work(),
     link: str | None = None,
     timeout: float = 60.0,
 ) -> Training:
-    """`steps` training steps of `model` (default: K·v blocks of width `hidden`, MNIST-1D's
-    40 inputs and 10 classes) on `stages` gloo ranks in `schedule`'s order (`chunks`: v, for
-    "interleaved"), on a batch `x, y` (default random). Each step's timeline is on the wall
-    clock (`link=None`: fair only with a core per rank) or the ranks' link clocks."""
+    """`steps` training steps of `work` (its default model: K·max(2, v) blocks) on `stages`
+    gloo ranks in `schedule`'s order (`chunks`: v, for "interleaved"). Each step's timeline
+    is on the wall clock (`link=None`: fair only with a core per rank) or the ranks' link
+    clocks."""
     from ..ranks.launch import launch
 
     sched = plan(schedule, chunks)
-    if model is None:
-        model = mlp([40] + [hidden] * (stages * max(2, chunks) - 1) + [10], seed=seed)
-    x, y = batch_for(model, microbatches, micro_batch_size, seed, x, y)
+    model, x, y = work.resolve(stages * max(2, chunks), microbatches)
     split(model, stages * sched.chunks)  # refuse an impossible cut here, not on every rank
     check_orders(sched.orders(stages, microbatches), stages, microbatches, sched.chunks)
     import_autograd_extras()
@@ -211,53 +211,38 @@ def run_pipeline(
     *,
     stages: int,
     microbatches: int,
-    micro_batch_size: int = 8,
-    hidden: int = 32,
-    slot: float = 0.0,
-    stage_cost: Sequence[float] | None = None,
-    backward_ratio: float = 1.0,
-    model: nn.Sequential | None = None,
-    x: torch.Tensor | None = None,
-    y: torch.Tensor | None = None,
-    seed: int = 0,
-    backend: str = "gloo",
-    timeout: float = 60.0,
+    work: Work = Work(),
+    pacing: Pacing = Pacing(),
     link: str | None = None,
     keep_grads: bool = True,
 ) -> PipelineRun:
-    """One training step of `model` (default: one block of width `hidden` per stage) on
-    `stages` ranks, in the order `schedule` (naive, GPipe or 1F1B) gives; `x, y` default to
-    a random batch. The gradients come back unless `keep_grads` is False, and must equal
-    those of the unsplit model on the same batch (`pipeline.serial_step`).
-
-    The backend defaults to gloo: the timelines are paced by the slots (`Run`), so CPU ranks
-    show the schedule on any machine, with or without one GPU per stage.
+    """One training step of `work` (its default model: one block per stage) on `stages` gloo
+    ranks, in the order `schedule` (naive, GPipe or 1F1B) gives. The gradients come back
+    unless `keep_grads` is False, and must equal those of the unsplit model on the same batch
+    (`pipeline.serial_step`). Gloo on any machine: a picture's timeline is paced by its slots
+    (`Pacing`), so CPU ranks show the schedule with or without one GPU per stage.
     """
     from ..ranks.launch import launch
 
     sched = one_chunk(schedule)
-    model = model if model is not None else default_model(stages, hidden=hidden)
-    x, y = batch_for(model, microbatches, micro_batch_size, seed, x, y)
-    if stage_cost is not None and len(stage_cost) != stages:
-        raise ValueError(f"stage_cost has {len(stage_cost)} entries for {stages} stages.")
+    model, x, y = work.resolve(stages, microbatches)
+    if pacing.stage_cost is not None and len(pacing.stage_cost) != stages:
+        raise ValueError(f"stage_cost has {len(pacing.stage_cost)} entries for {stages} stages.")
     split(model, stages)  # refuse an impossible cut here, not on every rank
     import_autograd_extras()
     run = Run(
         sched.name,
         microbatches,
-        chunks=1,
+        1,
         lr=0.0,
         link=link,
-        slot=slot,
-        stage_cost=tuple(stage_cost) if stage_cost else None,
-        backward_ratio=backward_ratio,
+        pacing=pacing,
         post_ahead=False,
         keep=keep_grads,
     )
-    args = (model, x, y, run)
-    results = launch(train_rank, stages, backend=backend, timeout=timeout, args=args)
+    results = launch(train_rank, stages, backend="gloo", timeout=60.0, args=(model, x, y, run))
     timeline = step_timeline(results, sched.name, microbatches)
-    timeline.slot = slot or 1.0
+    timeline.slot = pacing.slot or 1.0
     return PipelineRun(timeline, results[-1].losses[0], [g for r in results for g in r.grads])
 
 

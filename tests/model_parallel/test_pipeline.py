@@ -7,7 +7,7 @@ import pytest
 import torch
 from pipeline_timelines import assert_well_formed
 
-from course_utils.model_parallel.pipeline import default_model, mlp, serial_step, split
+from course_utils.model_parallel.pipeline import Work, mlp, serial_step, split
 from course_utils.model_parallel.schedule_play import simulate
 from course_utils.model_parallel.schedules import (
     bubble_formula,
@@ -15,7 +15,7 @@ from course_utils.model_parallel.schedules import (
     gpipe_order,
     one_f_one_b_order,
 )
-from course_utils.model_parallel.virtual_pipeline import run_pipeline
+from course_utils.model_parallel.virtual_pipeline import Pacing, run_pipeline
 
 
 def _batch(n: int, seed: int = 0):
@@ -90,7 +90,7 @@ def test_pipeline_gradients_equal_the_unsplit_model(schedule, stages):
     model = mlp([40, 16, 16, 16, 10], seed=1)
     x, y = _batch(24)
     loss, grads = serial_step(model, x, y)
-    run = run_pipeline(schedule, stages=stages, microbatches=4, model=model, x=x, y=y)
+    run = run_pipeline(schedule, stages=stages, microbatches=4, work=Work(model, x, y))
     assert run.loss == pytest.approx(loss, abs=1e-6)
     assert len(run.grads) == len(grads)
     for mine, twin in zip(run.grads, grads, strict=True):
@@ -110,7 +110,7 @@ def test_slotted_timeline_keeps_the_schedule_s_order_and_dependencies(schedule):
     slot and the step at least the schedule's slots on paper (the sleeps guarantee that);
     how much longer a loaded machine makes it is not the code's doing, so only the order
     and the hand-offs are checked, which a stage that ran ahead of its input would break."""
-    timeline = run_pipeline(schedule, stages=3, microbatches=3, slot=0.03).timeline
+    timeline = run_pipeline(schedule, stages=3, microbatches=3, pacing=Pacing(slot=0.03)).timeline
     assert_well_formed(timeline)
     assert all(e.end - e.start >= 0.03 for e in timeline.compute())
     paper = simulate(schedule, 3, 3)
@@ -120,11 +120,11 @@ def test_slotted_timeline_keeps_the_schedule_s_order_and_dependencies(schedule):
 
 def test_impossible_setups_are_refused_before_launching():
     with pytest.raises(ValueError, match="multiple of 4"):
-        run_pipeline(stages=2, microbatches=4, x=_batch(10)[0], y=_batch(10)[1])
+        run_pipeline(stages=2, microbatches=4, work=Work(None, *_batch(10)))
     with pytest.raises(ValueError, match="into 3 stages"):
-        run_pipeline(stages=3, microbatches=2, model=default_model(2))
+        run_pipeline(stages=3, microbatches=2, work=Work(mlp([40, 32, 10])))
     with pytest.raises(ValueError, match="stage_cost has 1 entries for 2 stages"):
-        run_pipeline(stages=2, microbatches=2, stage_cost=(1.0,))
+        run_pipeline(stages=2, microbatches=2, pacing=Pacing(stage_cost=(1.0,)))
 
 
 # ------------------------------------------------------------- charts and benchmark

@@ -7,7 +7,7 @@ import pytest
 import torch
 from recorded_bars import last_states, record_rank_bars
 
-from course_utils.model_parallel.pipeline import mlp
+from course_utils.model_parallel.pipeline import Work, mlp
 from course_utils.model_parallel.schedule_check import check_handoffs
 from course_utils.model_parallel.schedules import NAMES, plan
 from course_utils.model_parallel.torch_pipelining import train_with_torch
@@ -31,7 +31,7 @@ def _gap(params, twin_params) -> float:
 @pytest.mark.parametrize("schedule", NAMES)
 def test_the_engine_trains_like_one_process_and_hands_each_result_on_once(schedule, twin):
     model, x, y, (losses, params) = twin
-    run = train_pipeline(schedule, stages=2, microbatches=4, model=model, x=x, y=y, steps=STEPS)
+    run = train_pipeline(schedule, stages=2, microbatches=4, work=Work(model, x, y), steps=STEPS)
     assert _gap(run.params, params) < 1e-5
     assert run.losses == pytest.approx(losses, abs=1e-5)
     check_handoffs(run.sent, 2, 4, run.chunks)
@@ -47,7 +47,7 @@ def test_the_engine_trains_like_one_process_and_hands_each_result_on_once(schedu
 def test_the_engine_counts_what_each_schedule_holds(twin):
     model, x, y, _ = twin
     runs = {
-        n: train_pipeline(n, stages=2, microbatches=4, model=model, x=x, y=y, steps=1)
+        n: train_pipeline(n, stages=2, microbatches=4, work=Work(model, x, y), steps=1)
         for n in ("1f1b", "zb-h1")
     }
     assert runs["1f1b"].timelines[0].peak_activations == (2, 1)
@@ -60,7 +60,7 @@ def test_the_engine_counts_what_each_schedule_holds(twin):
 def test_pytorch_pipelining_trains_like_the_engine_and_one_process(schedule, twin):
     model, x, y, (losses, params) = twin
     torch_run = train_with_torch(
-        schedule, stages=2, microbatches=4, model=model, x=x, y=y, steps=STEPS
+        schedule, stages=2, microbatches=4, work=Work(model, x, y), steps=STEPS
     )
     assert torch_run["ran"], torch_run.get("error")
     assert _gap(torch_run["params"], params) < 1e-5
@@ -75,9 +75,7 @@ def test_a_pytorch_run_that_fails_is_reported_not_raised(twin):
         "interleaved",
         stages=2,
         microbatches=4,
-        model=mlp([40, 16, 10]),
-        x=x,
-        y=y,
+        work=Work(mlp([40, 16, 10]), x, y),
         steps=1,
         timeout=30,
     )  # 2 blocks for 4 pieces
@@ -86,7 +84,7 @@ def test_a_pytorch_run_that_fails_is_reported_not_raised(twin):
 
 def test_impossible_set_ups_are_refused_before_launching():
     with pytest.raises(ValueError, match="into 4 stages"):
-        train_pipeline("interleaved", stages=2, microbatches=2, model=mlp([40, 8, 10]))
+        train_pipeline("interleaved", stages=2, microbatches=2, work=Work(mlp([40, 8, 10])))
     with pytest.raises(ValueError, match="unknown schedule"):
         train_pipeline("zigzag", stages=2, microbatches=2)
 
