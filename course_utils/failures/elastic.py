@@ -34,7 +34,7 @@ from ..ranks.bootstrap import (
     tie_to_parent,
 )
 from ..ranks.launch import launch
-from ..ranks.local_nodes import run_local_nodes
+from ..ranks.local_nodes import TorchrunJob, run_local_nodes
 from ..ranks.torchrun import report_results
 from .resume import RunConfig, checkpointed_training
 
@@ -112,11 +112,9 @@ def elastic_restart(cfg: RunConfig, nodes: int, max_restarts: int, timeout: floa
         log, watch = io.StringIO(), JobWatch(Path(root), job, bar)
         try:
             with _agent_env(LOGLEVEL="INFO", **ROUND_STORES), contextlib.redirect_stdout(log):
-                ranks = run_local_nodes(
-                    None, nnodes=nodes, nproc_per_node=1, timeout=timeout,
-                    max_restarts=max_restarts, module=WORKER,
-                    module_args=["--config", json.dumps(asdict(job))], bars=False, watch=watch,
-                )  # fmt: skip
+                config = ("--config", json.dumps(asdict(job)))
+                elastic = TorchrunJob(None, nodes, 1, WORKER, config, max_restarts=max_restarts)
+                ranks = run_local_nodes(elastic, timeout=timeout, bars=False, watch=watch)
         except LaunchError:
             print(log.getvalue())  # the nodes' logs, which the error refers to
             raise

@@ -17,9 +17,10 @@ from __future__ import annotations
 from .examples import spread_over_nodes, sum_of_ranks, whoami
 from .exercises import check_largest_square
 from .launch import live_children
-from .local_nodes import run_local_nodes, torchrun_command
+from .local_nodes import TorchrunJob, run_local_nodes, torchrun_command
 
 __all__ = [
+    "TorchrunJob",
     "check_largest_square",
     "live_children",
     "run_local_nodes",

@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..core import progress
@@ -27,43 +28,54 @@ from .diagnosis import numbered
 from .torchrun import RESULTS_PREFIX
 
 
-def torchrun_command(
-    target: str | None,
-    *,
-    nnodes: int,
-    nproc_per_node: int,
-    node_rank: int,
-    master_addr: str,
-    master_port: int = 29500,
-    backend: str = "auto",
-    python: str = "python",
-    module: str = "course_utils.ranks.torchrun",
-    module_args: list[str] | None = None,
-    max_restarts: int = 0,
-    log_dir: str | None = None,
-) -> list[str]:
-    """The command to run on node `node_rank` (all nodes use the same master address and port).
+@dataclass(frozen=True)
+class TorchrunJob:
+    """What every node of a torchrun job runs, written once for the command to type on each
+    node (`torchrun_command`) and for its rehearsal on this machine (`run_local_nodes`).
 
     By default every rank runs `course_utils.ranks.torchrun TARGET`; give `module` and
     `module_args` to run another script, such as `course_utils.ddp.torchrun_train`. Either
-    way the script is told `--backend`, unless `module_args` already says which. With
+    way the script is told `--backend`, unless `module_args` already says which; in a
+    rehearsal the nodes share this machine's devices, so there "auto" means gloo. With
     `max_restarts`, the agents restart the group after a worker fails (torchrun's
     `--max-restarts`) and meet through the c10d rendezvous, so that every node joins the
     new round together.
     """
-    module_args = [target] if module_args is None else list(module_args)
+
+    target: str | None = None
+    nnodes: int = 2
+    nproc_per_node: int = 1
+    module: str = "course_utils.ranks.torchrun"
+    module_args: tuple[str, ...] | None = None
+    backend: str = "auto"
+    max_restarts: int = 0
+
+
+def torchrun_command(
+    job: TorchrunJob,
+    *,
+    node_rank: int,
+    master_addr: str,
+    master_port: int = 29500,
+    python: str = "python",
+    log_dir: str | None = None,
+) -> list[str]:
+    """The command to run on node `node_rank` (all nodes use the same master address and
+    port)."""
+    module_args = [job.target] if job.module_args is None else list(job.module_args)
     if not any(a == "--backend" or a.startswith("--backend=") for a in module_args):
-        module_args.append(f"--backend={backend}")
+        module_args.append(f"--backend={job.backend}")
+    restarts = job.max_restarts
     return [
         python, "-m", "torch.distributed.run",
-        f"--nnodes={nnodes}",
-        f"--nproc-per-node={nproc_per_node}",
+        f"--nnodes={job.nnodes}",
+        f"--nproc-per-node={job.nproc_per_node}",
         f"--node-rank={node_rank}",
         f"--master-addr={master_addr}",
         f"--master-port={master_port}",
-        *(_restartable(master_addr, master_port, max_restarts) if max_restarts else []),
+        *(_restartable(master_addr, master_port, restarts) if restarts else []),
         *([f"--log-dir={log_dir}"] if log_dir else []),
-        "-m", module, *module_args,
+        "-m", job.module, *module_args,
     ]  # fmt: skip
 
 
@@ -88,19 +100,14 @@ def free_port() -> int:
 
 
 def run_local_nodes(
-    target: str | None,
-    nnodes: int = 2,
-    nproc_per_node: int = 1,
-    backend: str = "gloo",
+    job: TorchrunJob,
+    *,
     timeout: float = 120.0,
     echo: bool = True,
-    module: str = "course_utils.ranks.torchrun",
-    module_args: list[str] | None = None,
-    max_restarts: int = 0,
     bars: bool = True,
     watch: Callable[[], None] | None = None,
 ) -> list:
-    """Run `target` (or `module`) as an `nnodes`-node torchrun job on localhost.
+    """Run `job` as a torchrun job of `job.nnodes` nodes on localhost.
 
     Returns what rank 0 reported for every rank, in rank order. A node that fails stops
     the job at once and is named in the `LaunchError` (the first to fail, if several do);
@@ -108,9 +115,13 @@ def run_local_nodes(
     come back as lines in the nodes' logs and are drawn here while the job runs; `watch` is
     called about ten times a second meanwhile (say, to move a bar of the caller's own).
     """
+    if job.backend == "auto":
+        job = replace(job, backend="gloo")
+    nnodes = job.nnodes
     port = free_port()
     env = {**os.environ, "GLOO_SOCKET_IFNAME": os.environ.get("GLOO_SOCKET_IFNAME", _lo())}
-    env[THREADS_VAR] = str(threads_per_rank(nnodes * nproc_per_node))  # all "nodes" share cores
+    ranks = nnodes * job.nproc_per_node
+    env[THREADS_VAR] = str(threads_per_rank(ranks))  # all "nodes" share cores
     if bars:
         env[progress.LINES_VAR] = "1"
     workdir = Path(tempfile.mkdtemp(prefix="course-nodes-"))  # our logs and the agents'
@@ -123,10 +134,8 @@ def run_local_nodes(
     try:
         for n in range(nnodes):
             cmd = torchrun_command(
-                target, nnodes=nnodes, nproc_per_node=nproc_per_node, node_rank=n,
-                master_addr="127.0.0.1", master_port=port, backend=backend, python=sys.executable,
-                module=module, module_args=module_args, max_restarts=max_restarts,
-                log_dir=str(workdir / "torchelastic"),
+                job, node_rank=n, master_addr="127.0.0.1", master_port=port,
+                python=sys.executable, log_dir=str(workdir / "torchelastic"),
             )  # fmt: skip
             cmd = _tied_first(cmd)
             with open(logs[n], "wb") as log, processes.interrupts_held():  # recorded, or not made

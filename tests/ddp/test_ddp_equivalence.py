@@ -18,7 +18,7 @@ from course_utils.ddp import verdicts as ddp_verdicts
 from course_utils.ddp.data_parallel import data_parallel_vs_one_device
 from course_utils.ranks.examples import spread_over_nodes
 from course_utils.ranks.launch import launch
-from course_utils.ranks.local_nodes import run_local_nodes
+from course_utils.ranks.local_nodes import TorchrunJob, run_local_nodes
 
 
 @pytest.mark.parametrize("world_size, b", [(2, 3), (4, 8), (3, 5)])
@@ -119,13 +119,9 @@ def test_splitting_a_global_batch_reports_compute_and_communication():
 
 def test_ddp_training_script_runs_as_a_two_node_torchrun_job(monkeypatch):
     bars = record_bars(monkeypatch)  # rank 0's, relayed through its node's log
-    reports = run_local_nodes(
-        None,
-        nnodes=2,
-        module="course_utils.ddp.torchrun_train",
-        module_args=["--epochs", "1", "--per-rank-batch", "64"],
-        echo=False,
-    )
+    args = ("--epochs", "1", "--per-rank-batch", "64")
+    job = TorchrunJob(module="course_utils.ddp.torchrun_train", module_args=args)
+    reports = run_local_nodes(job, echo=False)
     assert [r["rank"] for r in reports] == [0, 1]
     assert all(r["world_size"] == 2 and r["samples_per_update"] == 64 for r in reports)
     assert reports[0]["test_acc"] == reports[1]["test_acc"]  # one synchronized model

@@ -14,7 +14,7 @@ from torchrun_agents import seconds_it_outlives, stop_the_agent_once_its_worker_
 
 from course_utils.failures import elastic, elastic_worker, verdicts
 from course_utils.failures.resume import RunConfig
-from course_utils.ranks.local_nodes import free_port, torchrun_command
+from course_utils.ranks.local_nodes import TorchrunJob, free_port, torchrun_command
 
 SMALL = RunConfig(steps=12, every=4, hidden=16, train_samples=256, kill_rank=1, kill_at=6)
 
@@ -47,11 +47,9 @@ def test_the_elastic_verdicts_fail_without_a_restart():
 
 
 def test_max_restarts_asks_torchrun_for_restarts_through_c10d():
-    plain = torchrun_command("m:f", nnodes=2, nproc_per_node=1, node_rank=0, master_addr="h")
+    plain = torchrun_command(TorchrunJob("m:f"), node_rank=0, master_addr="h")
     assert not any("restart" in a or "rdzv" in a for a in plain)
-    cmd = torchrun_command(
-        "m:f", nnodes=2, nproc_per_node=1, node_rank=0, master_addr="h", max_restarts=2
-    )
+    cmd = torchrun_command(TorchrunJob("m:f", max_restarts=2), node_rank=0, master_addr="h")
     assert "--max-restarts=2" in cmd and "--rdzv-backend=c10d" in cmd
     assert "--rdzv-endpoint=h:29500" in cmd
     assert cmd.index("--max-restarts=2") < cmd.index("-m", 3)
@@ -81,16 +79,23 @@ def test_a_worker_whose_agent_dies_during_its_start_up_leaves_within_seconds(tmp
     """Issue #25: a Stop while the workers were still importing left them running for
     minutes, handed to init. Here the agent is killed as soon as its worker exists."""
     job = replace(SMALL, steps=100_000, every=None, kill_rank=None, checkpoint_dir=str(tmp_path))
+    config = ("--config", json.dumps(asdict(job)))
+    worker = TorchrunJob(None, 1, 1, elastic.WORKER, config, max_restarts=1)
     cmd = torchrun_command(
-        None, nnodes=1, nproc_per_node=1, node_rank=0, master_addr="127.0.0.1",
-        master_port=free_port(), python=sys.executable, module=elastic.WORKER,
-        module_args=["--config", json.dumps(asdict(job))], max_restarts=1,
-    )  # fmt: skip
+        worker,
+        node_rank=0,
+        master_addr="127.0.0.1",
+        master_port=free_port(),
+        python=sys.executable,
+    )
     env = {**os.environ, **elastic.ROUND_STORES}
     was_torchrun, worker = stop_the_agent_once_its_worker_runs(cmd, env, elastic.WORKER)
     assert was_torchrun and not elastic_worker.runs_torchrun(1)
-    lived = seconds_it_outlives(worker, 10)  # it takes well under 1 s
-    assert lived < 10, "the worker outlived its agent by 10 s"
+    # it leaves once its imports reach `main`: `python -m` imports the chapter's package
+    # first, torch, matplotlib and DCP, 9.2-9.7 s on an idle 2-core machine here (more beside
+    # other tests); #25's workers stayed for minutes
+    lived = seconds_it_outlives(worker, 60)
+    assert lived < 60, "the worker outlived its agent by 60 s"
 
 
 def test_the_elastic_bar_tells_the_story_from_the_files_rank_0_writes(tmp_path):

@@ -17,7 +17,7 @@ from course_utils.core.sizes_model_parallel import MeshSizes
 from course_utils.mesh import mesh_runs, mesh_worker
 from course_utils.mesh import mesh_verdicts as v
 from course_utils.ranks.examples import spread_over_nodes
-from course_utils.ranks.local_nodes import run_local_nodes, torchrun_command
+from course_utils.ranks.local_nodes import TorchrunJob, run_local_nodes, torchrun_command
 from course_utils.transformer.model import one_process_steps
 
 NODES, SHAPE = (2, 2), (1, 2, 2)  # (2, 4), (2, 2, 2): the whole mesh, slower
@@ -26,9 +26,8 @@ MODULE = "course_utils.mesh.mesh_worker"
 
 
 def test_the_mesh_runs_unchanged_on_two_torchrun_agents():
-    reports = run_local_nodes(None, nnodes=NODES[0], nproc_per_node=NODES[1], module=MODULE,
-                              module_args=["--config", mesh_runs.config_json(SIZES)],
-                              echo=False, timeout=120)  # fmt: skip
+    config = ("--config", mesh_runs.config_json(SIZES))
+    reports = run_local_nodes(TorchrunJob(None, *NODES, MODULE, config), echo=False, timeout=120)
     assert spread_over_nodes(reports, nnodes=NODES[0], per_node=NODES[1]).ok
     run = mesh_runs.summarize(reports, SIZES, one_process_steps(SIZES.model, SIZES.steps))
     assert v.mesh_equals_one_process(run.diffs, SIZES.tolerance).ok
@@ -45,7 +44,7 @@ def test_the_worker_refuses_to_run_outside_torchrun(monkeypatch):
 
 
 def test_the_command_for_each_node_names_the_worker():
-    cmd = torchrun_command(None, nnodes=2, nproc_per_node=4, node_rank=1, master_addr="node0",
-                           module=MODULE, module_args=[])  # fmt: skip
+    job = TorchrunJob(None, nnodes=2, nproc_per_node=4, module=MODULE, module_args=())
+    cmd = torchrun_command(job, node_rank=1, master_addr="node0")
     assert cmd[-3:] == ["-m", MODULE, "--backend=auto"]
     assert "--nnodes=2" in cmd and "--node-rank=1" in cmd

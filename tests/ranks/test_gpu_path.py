@@ -23,7 +23,7 @@ from course_utils.core.gpus import GpuCount, visible_gpus
 from course_utils.ranks import bootstrap, processes, start_method
 from course_utils.ranks.examples import cuda_all_reduce
 from course_utils.ranks.launch import launch
-from course_utils.ranks.local_nodes import torchrun_command
+from course_utils.ranks.local_nodes import TorchrunJob, torchrun_command
 
 GPUS = visible_gpus().count
 needs_gpu = pytest.mark.skipif(GPUS == 0, reason="no GPU here: the CPU tests cover the rest")
@@ -103,12 +103,10 @@ def test_one_nccl_rank_all_reduces_on_its_gpu():
 
 
 def test_a_torchrun_script_is_told_the_backend_even_with_its_own_arguments():
-    common = dict(nnodes=2, nproc_per_node=1, node_rank=0, master_addr="127.0.0.1")
-    cmd = torchrun_command(
-        None, module="m", module_args=["--epochs", "1"], backend="gloo", **common
-    )
+    where = dict(node_rank=0, master_addr="127.0.0.1")
+    cmd = torchrun_command(TorchrunJob(None, 2, 1, "m", ("--epochs", "1"), "gloo"), **where)
     assert cmd[-3:] == ["--epochs", "1", "--backend=gloo"]
-    mine = torchrun_command(None, module="m", module_args=["--backend=nccl"], **common)
+    mine = torchrun_command(TorchrunJob(None, 2, 1, "m", ("--backend=nccl",)), **where)
     assert mine.count("--backend=nccl") == 1 and not any("=auto" in a for a in mine)
 
 

@@ -29,7 +29,7 @@ def sleeper(seconds):
     return dist.get_rank()
 """
 
-NODES = "ranks.run_local_nodes('course_utils.ranks.examples:whoami', nnodes=2, echo=False)"
+NODES = "ranks.run_local_nodes(ranks.TorchrunJob('course_utils.ranks.examples:whoami'), echo=False)"
 
 # name: (code of the interrupted cell, seconds before the interrupt, the message expected).
 # Where the message names stopped ranks or a torchrun job, the seconds count from the moment

@@ -14,12 +14,12 @@ from course_utils.core import progress
 from course_utils.core.errors import LaunchError
 from course_utils.ranks.examples import spread_over_nodes, sum_of_ranks, whoami
 from course_utils.ranks.launch import launch, live_children
-from course_utils.ranks.local_nodes import BarRelay, run_local_nodes, torchrun_command
+from course_utils.ranks.local_nodes import BarRelay, TorchrunJob, run_local_nodes, torchrun_command
 from course_utils.ranks.torchrun import load_target
 
 
 def test_two_torchrun_agents_form_one_job():
-    results = run_local_nodes("course_utils.ranks.examples:whoami", nnodes=2, echo=False)
+    results = run_local_nodes(TorchrunJob("course_utils.ranks.examples:whoami"), echo=False)
     assert [r["rank"] for r in results] == [0, 1]
     assert all(r["world_size"] == 2 and r["backend"] == "gloo" for r in results)
     assert results[0]["pid"] != results[1]["pid"]
@@ -31,7 +31,7 @@ def test_two_torchrun_agents_form_one_job():
 def test_same_function_under_launch_and_under_torchrun():
     under_launch = launch(sum_of_ranks, 2, backend="gloo")
     under_torchrun = run_local_nodes(
-        "course_utils.ranks.examples:sum_of_ranks", nnodes=2, echo=False
+        TorchrunJob("course_utils.ranks.examples:sum_of_ranks"), echo=False
     )
     assert under_launch == under_torchrun == [1, 1]
     assert [r["rank"] for r in launch(whoami, 2, backend="gloo")] == [0, 1]
@@ -71,17 +71,15 @@ def test_a_node_that_raises_dies_or_hangs_is_named_fast_and_nothing_is_left(
     script.write_text(FAULTS)
     start = time.monotonic()
     with pytest.raises(LaunchError) as info:
-        run_local_nodes(f"{script}:{target}", nnodes=2, echo=False, timeout=timeout)
+        run_local_nodes(TorchrunJob(f"{script}:{target}"), echo=False, timeout=timeout)
     assert time.monotonic() - start < 30
     assert named in str(info.value)
     assert live_children() == []
 
 
 def test_command_names_every_node_option():
-    cmd = torchrun_command(
-        "course_utils.ranks.examples:whoami", nnodes=2, nproc_per_node=4, node_rank=1,
-        master_addr="10.0.0.1", master_port=29500,
-    )  # fmt: skip
+    job = TorchrunJob("course_utils.ranks.examples:whoami", nnodes=2, nproc_per_node=4)
+    cmd = torchrun_command(job, node_rank=1, master_addr="10.0.0.1", master_port=29500)
     assert cmd[:3] == ["python", "-m", "torch.distributed.run"]
     for part in ("--nnodes=2", "--nproc-per-node=4", "--node-rank=1", "--master-addr=10.0.0.1"):
         assert part in cmd
@@ -113,7 +111,7 @@ def test_the_agents_leave_no_log_folder_behind(tmp_path, monkeypatch):
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # our folders
     monkeypatch.setenv("TMPDIR", str(tmp_path))  # and the agents' own
-    assert run_local_nodes("course_utils.ranks.examples:sum_of_ranks", nnodes=2, echo=False)
+    assert run_local_nodes(TorchrunJob("course_utils.ranks.examples:sum_of_ranks"), echo=False)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -145,11 +143,10 @@ def test_a_rank_whose_agent_dies_while_it_imports_leaves_instead_of_waiting_alon
     from course_utils.ranks.local_nodes import free_port
 
     module = "course_utils.ranks.torchrun"
+    job = TorchrunJob("course_utils.ranks.examples:whoami", nnodes=1, module=module)
     cmd = torchrun_command(
-        None, nnodes=1, nproc_per_node=1, node_rank=0, master_addr="127.0.0.1",
-        master_port=free_port(), python=sys.executable, module=module,
-        module_args=["course_utils.ranks.examples:whoami"],
-    )  # fmt: skip
+        job, node_rank=0, master_addr="127.0.0.1", master_port=free_port(), python=sys.executable
+    )
     was_torchrun, worker = stop_the_agent_once_its_worker_runs(cmd, dict(os.environ), module)
     assert was_torchrun and not agent.runs_torchrun(1)
     lived = seconds_it_outlives(worker, 60)  # its imports take a few seconds on 2 cores
@@ -183,7 +180,7 @@ def test_the_jobs_the_course_starts_run_their_worker_tied_first(monkeypatch):
     started = []
     monkeypatch.setattr(local_nodes.processes, "start_command", record)
     with pytest.raises(NotStarted):
-        run_local_nodes("course_utils.ranks.examples:whoami", nnodes=1, echo=False, timeout=1)
+        run_local_nodes(TorchrunJob("course_utils.ranks.examples:whoami", 1), echo=False, timeout=1)
     assert started[0][-4:-2] == [agent.TIED_WORKER, "course_utils.ranks.torchrun"]
 
 
