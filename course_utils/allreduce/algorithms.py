@@ -17,8 +17,6 @@ from ..parallel.allreduce import (
     tree_allreduce,
 )
 
-__all__ = ["ALGORITHMS", "POWER_OF_TWO", "chunk_bounds", "implementation", "known", "summed"]
-
 ALGORITHMS = {  # any number of ranks: every sweep of notebook 05 runs these
     "parameter_server": parameter_server_allreduce,
     "tree": mark(tree_allreduce, "tree"),

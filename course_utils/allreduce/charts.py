@@ -10,15 +10,6 @@ from matplotlib.patches import FancyArrowPatch, Rectangle
 from ..core.style import PALETTE, new_figure
 from .algorithms import ALGORITHMS, POWER_OF_TWO
 
-__all__ = [
-    "legend_outside",
-    "allreduce_round",
-    "allreduce_rounds",
-    "allreduce_timings",
-    "bytes_per_rank_bars",
-    "pingpong_fit",
-]
-
 _OURS = [*ALGORITHMS, *POWER_OF_TWO]
 _NAMES = {**{name: name.replace("_", " ") for name in _OURS}, "builtin": "dist.all_reduce"}
 # dist.all_reduce is the yardstick: drawn grey and dotted, beneath the algorithms, so that the

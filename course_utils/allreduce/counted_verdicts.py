@@ -17,11 +17,6 @@ from ..core.checks import Verdict, verdict
 from . import cost_model
 from .walkthrough_verdicts import after_round
 
-__all__ = [
-    "after_halving", "busiest_share", "counted_as_formulas", "equal_builtin", "floor",
-    "halving_doubling_holds", "matches_formula", "on_floor",
-]  # fmt: skip
-
 
 def floor(n: int) -> float:
     """What any all-reduce's busiest rank sends, as a share of the message: 2(N-1)/N (its

@@ -19,8 +19,6 @@ from .algorithms import ALGORITHMS
 from .charts import _label, legend_outside
 from .cost_model import AlphaBeta, crossover_bytes, predicted_seconds
 
-__all__ = ["draw_link", "link_dial"]
-
 
 def draw_link(ax, link: Link, world_size: int, nbytes: list) -> None:
     """Each algorithm's predicted time over `link`, and where the ring overtakes the butterfly."""

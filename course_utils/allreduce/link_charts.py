@@ -13,8 +13,6 @@ from .charts import _label, _style, legend_outside
 from .simulator_check import medians, ratios
 from .verdicts import bus_bandwidth, growth
 
-__all__ = ["bus_bandwidth_sweep", "simulator_against_real", "time_against_ranks"]
-
 
 def _growth_axes(ax, by_n: dict, index: int) -> dict:
     """Plot each algorithm's time at message `index` against N; return its growth."""

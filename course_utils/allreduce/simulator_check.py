@@ -28,8 +28,6 @@ from ..ranks.bootstrap import device
 from ..ranks.launch import launch
 from .runs import _time_once
 
-__all__ = ["ALGORITHMS", "against_the_real_link", "medians", "ratios"]
-
 ALGORITHMS = ("ring", "tree", "butterfly", "parameter_server")
 
 

@@ -21,8 +21,6 @@ import torch
 
 from ..network.recorder import Message
 
-__all__ = ["RoundLog", "Trace", "message_rounds", "round_label", "traces"]
-
 SENDS, RECEIVES = ("send", "isend"), ("recv", "irecv")
 
 

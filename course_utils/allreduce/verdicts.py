@@ -18,21 +18,6 @@ from ..core.checks import Verdict, verdict
 from ..core.machine import MachineShare
 from ..core.timing_claims import timing_claim
 
-__all__ = [
-    "bus_bandwidth",
-    "busbw_flat",
-    "crossover_agrees",
-    "grow_like_their_models",
-    "growth",
-    "latency_then_bandwidth_bound",
-    "measured_crossover",
-    "model_ratios",
-    "ring_bytes_growth",
-    "ring_keeps_up",
-    "simulator_matches_real",
-    "size_exponent",
-]
-
 
 def model_ratios(measured: dict, predicted: dict) -> dict:
     """{(world_size, algorithm): [measured / predicted per size]} for every predicted curve."""

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from ..core.checks import Verdict, verdict
 
-__all__ = ["after_round", "butterfly_example", "ring_example", "tree_example"]
-
 
 def after_round(traced: list, i: int) -> list:
     """Every rank's values after round `i` (0: the input): a number for a one-element

@@ -16,11 +16,6 @@ import sys
 from .checks import attempt
 from .errors import CourseError
 
-__all__ = [
-    "OwnAnswerUsed", "Refused", "Refusing", "attempt_refusing", "from_launch", "mark", "message",
-    "own_answer", "own_answer_name", "refusing",
-]  # fmt: skip
-
 _ANSWERS: dict = {}  # a function's code object: the exercise it answers
 
 

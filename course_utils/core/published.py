@@ -10,15 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = [
-    "MEGATRON_BYTES_PER_PARAMETER",
-    "NAIVE_DDP_SECONDS",
-    "ONE_PROCESS_SECONDS",
-    "SMALLEST_BATCH_SLOWDOWN",
-    "Figure",
-    "naive_ddp_over_one_process",
-]
-
 REPORT = (
     "the practitioner's report the course reproduces (CIFAR-10, a simple CNN, 4 GPUs, "
     "PyTorch; its optimizer config is notebooks/optim.config)"

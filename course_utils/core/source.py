@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import inspect
 
-__all__ = ["show"]
-
 
 def show(*functions) -> None:
     """Display each function's source, headed by where it lives (plain text outside Jupyter)."""

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["AGAINST", "CLOCKS", "DECLARED", "TimingClaim", "timing_claim"]
-
 CLOCKS = {
     "real": "the wall clock, a core per rank (or NCCL on GPUs)",
     "simulated": "the network simulator's clocks (`network`)",

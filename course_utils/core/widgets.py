@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import asyncio
 
-__all__ = ["CATCH_UP_SECONDS", "draw", "show_controls"]
-
 CATCH_UP_SECONDS = 0.5  # after a frame is asked for, ask for the one the saved picture keeps
 
 

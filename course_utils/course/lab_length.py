@@ -25,8 +25,6 @@ import nbformat
 from ..core.checks import FAIL, NOT_JUDGED, NOT_SOLVED, PASS
 from .exercise_cells import FURTHER
 
-__all__ = ["CORE_LIMITS", "FURTHER_LIMITS", "Part", "budget", "core_minutes", "stdout_lines"]
-
 CORE_LIMITS = (1800, 12)  # (words, verdicts)
 FURTHER_LIMITS = (1000, 6)
 WORDS_PER_MINUTE, MINUTES_PER_VERDICT, MINUTES_PER_EXERCISE = 100, 2, 10

@@ -32,18 +32,6 @@ from dataclasses import dataclass
 
 from .exercise_cells import Exercise
 
-__all__ = [
-    "Leak",
-    "Said",
-    "answers_for",
-    "leaks",
-    "numbers",
-    "phrases_for",
-    "plain",
-    "said",
-    "texts",
-]
-
 CHECKER = re.compile(r"\b(\w+)\.check_(\w+)\s*\(")
 NUMBER = re.compile(
     r"(?<![\w.,])(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?(?:[eE]([-+]?\d+))?(?![\w.]*\d)"

@@ -6,20 +6,6 @@ import matplotlib.pyplot as plt
 
 from ..core.style import PALETTE, new_figure
 
-__all__ = [
-    "step_losses",
-    "curves_overlaid",
-    "accuracy_vs_effective_batch",
-    "step_breakdown",
-    "compute_vs_communication",
-    "backward_overlap",
-    "profiled_timeline",
-    "comparison_title",
-    "lr_scaling_title",
-    "overlap_title",
-    "profiled_title",
-]
-
 
 def _done(fig):
     fig.tight_layout()

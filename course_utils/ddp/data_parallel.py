@@ -10,8 +10,6 @@ from ..core.training import Recipe, train
 from ..ranks.launch import launch
 from .equivalence import Setup, build_model, load_data
 
-__all__ = ["data_parallel_vs_one_device"]
-
 
 def data_parallel_vs_one_device(setup: Setup | None = None, batch: int = 512, steps: int = 50):
     """`nn.DataParallel` over every visible GPU against one GPU; None with fewer than two.

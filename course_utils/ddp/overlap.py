@@ -25,8 +25,6 @@ from ..ranks.launch import launch
 from .equivalence import wrap
 from .wire import OnLink, on_link_hook
 
-__all__ = ["overlap_saving", "stacked_mlp"]
-
 
 def stacked_mlp(layers: int, width: int, classes: int = 10) -> nn.Sequential:
     """`layers` linear layers of `width` with ReLUs between: gradients ready back to front."""

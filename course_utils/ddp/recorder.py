@@ -14,8 +14,6 @@ from dataclasses import dataclass, field
 
 from ..network.hook import waited_for_every_bucket
 
-__all__ = ["Recorder", "recording_hook"]
-
 
 @dataclass
 class Recorder:

@@ -17,16 +17,6 @@ from dataclasses import dataclass
 from ..core.checks import Verdict, verdict
 from ..core.sizes import ScalingSizes
 
-__all__ = [
-    "ScalingGains",
-    "closer_to_the_effective_batch",
-    "equals_one_process",
-    "first_bucket_overlaps_backward",
-    "rule_stops_helping",
-    "scaling_gains",
-    "scaling_regains_most",
-]
-
 # fp32: the replicas add the same gradients as one process, in another order, which moves
 # the weights by rounding alone (1e-8 after 20 updates here); a sum not divided by N, or a
 # replica that never averages, moves them by the lr times a gradient (1e-3 and more)

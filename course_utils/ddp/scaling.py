@@ -30,18 +30,6 @@ from ..ranks.launch import launch
 from .overlap import stacked_mlp
 from .verdicts import link_clock
 
-__all__ = [
-    "ScalingPoint",
-    "crossover",
-    "fit_compute",
-    "gradient_bytes",
-    "layouts",
-    "predicted_step",
-    "speedup",
-    "strong_scaling",
-    "two_ranks_win_above",
-]
-
 
 def gradient_bytes(width: int, layers: int = 3) -> int:
     """Bytes of the gradient every rank all-reduces each step (float32) in `strong_scaling`."""

@@ -10,8 +10,6 @@ from ..core.style import PALETTE, new_figure
 from .charts import _done
 from .scaling import speedup
 
-__all__ = ["layout_prediction", "strong_scaling_chart", "strong_scaling_title"]
-
 
 def strong_scaling_title(runs: dict, tie: float = 0.02) -> str:
     """Which global batch scales best, to how many ranks, and how far. Rank counts whose

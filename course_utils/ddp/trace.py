@@ -28,8 +28,6 @@ from .equivalence import wrap
 from .overlap import stacked_mlp
 from .wire import OnLink, on_link_hook
 
-__all__ = ["merged", "overlap_fraction", "profiled_step", "TRACE_NAME"]
-
 TRACE_NAME = "course-ddp-step-rank0.json"
 # gloo's and NCCL's operators on the CPU, NCCL's kernels on a GPU, the emulated link's wire
 COMM_PREFIXES = ("gloo:", "nccl:", "ncclDevKernel", "ncclKernel", WIRE_EVENT)

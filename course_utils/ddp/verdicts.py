@@ -10,24 +10,6 @@ from ..core.checks import Verdict, verdict
 from ..core.machine import MachineShare
 from ..core.timing_claims import timing_claim
 
-__all__ = [
-    "communication_outweighs_one_process",
-    "communication_overlaps_backward",
-    "digest_spread",
-    "link_clock",
-    "no_sync_cuts_syncs",
-    "no_sync_saves_no_syncs",
-    "none_overlaps_after_backward",
-    "overlap_physically_possible",
-    "overlap_saves",
-    "powersgd_costs_more_than_fp16",
-    "same_parameters",
-    "samples_per_update",
-    "saving",
-    "slower_than",
-    "smaller_buckets_cost_more",
-]
-
 
 def saving(baseline, fix) -> float:
     """Seconds per 1000 samples that `fix` saves against `baseline` (negative: it costs)."""

@@ -17,8 +17,6 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_
 from ..network.hook import deliver_after
 from ..network.wire import Link, ring_allreduce_seconds, wire_deadline
 
-__all__ = ["HOOKS", "OnLink", "on_link_hook", "powersgd_state", "wire_seconds"]
-
 HOOKS = ("allreduce", "fp16", "powersgd")
 POWERSGD_RANK = 1
 

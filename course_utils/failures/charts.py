@@ -7,8 +7,6 @@ import matplotlib.pyplot as plt
 
 from ..core.style import PALETTE, new_figure
 
-__all__ = ["checkpoint_interval", "resume_timeline", "shard_layout", "straggler_table"]
-
 
 def resume_timeline(run, title: str | None = None):
     """Rank 0's loss per update: uninterrupted, killed, and resumed from the checkpoint."""

@@ -9,8 +9,6 @@ import matplotlib.pyplot as plt
 
 from ..core.style import PALETTE, new_figure
 
-__all__ = ["curves_by_rule", "warmup_rescue", "accuracy_vs_batch"]
-
 _CAP = 10.0  # losses above this (or not finite) are drawn at it: a diverged run stays visible
 
 

@@ -20,8 +20,6 @@ import torch.nn.functional as F
 from ..ranks.launch import launch
 from .zero import mlp, storage_bytes
 
-__all__ = ["SavedBytes", "autocast_anatomy", "measure_rank", "rank_anatomy"]
-
 
 class SavedBytes(contextlib.AbstractContextManager):
     """Inside this block, count the bytes autograd saves for backward (each storage once).

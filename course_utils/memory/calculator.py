@@ -27,8 +27,6 @@ from .formulas import (
 )
 from .zero import STAGES
 
-__all__ = ["Transformer", "memory_calculator", "per_rank_bytes"]
-
 
 def per_rank_bytes(
     params: float,

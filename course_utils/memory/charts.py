@@ -7,17 +7,6 @@ import matplotlib.pyplot as plt
 from ..core.style import PALETTE, new_figure
 from .formulas import comm_multiple
 
-__all__ = [
-    "anatomy_bars",
-    "checkpoint_curve",
-    "fsdp_timeline",
-    "precision_panels",
-    "state_by_stage",
-    "zero_bytes",
-    "zero_peaks",
-    "zero_traffic",
-]
-
 KINDS = ("params", "grads", "optimizer", "activations", "working set")
 _COLOURS = dict(zip(KINDS, PALETTE, strict=False))
 _LABELS = {

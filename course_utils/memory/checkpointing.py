@@ -25,8 +25,6 @@ from ..ranks.launch import launch
 from .anatomy import SavedBytes
 from .peak import peak_bytes_during
 
-__all__ = ["checkpointed_steps", "residual_blocks"]
-
 
 def residual_blocks(count: int, width: int, seed: int = 0) -> nn.ModuleList:
     torch.manual_seed(seed)

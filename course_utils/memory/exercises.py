@@ -25,8 +25,6 @@ from ..core.errors import LaunchError
 from ..ranks.bootstrap import device
 from ..ranks.launch import launch
 
-__all__ = ["MOMENTUM", "check_shard_optimizer"]
-
 MOMENTUM = 0.9
 CASES = ((3, 12), (3, 10), (2, 8))  # (ranks, values): divisible by 3, not, and another N
 STEPS = 3

@@ -11,19 +11,6 @@ from __future__ import annotations
 
 from ..core.own_answers import own_answer
 
-__all__ = [
-    "PRECISIONS",
-    "accounting",
-    "adam_temporaries",
-    "block_activation_bytes",
-    "comm_multiple",
-    "layout_pairs",
-    "model_state_bytes",
-    "peak_bytes",
-    "per_parameter",
-    "working_set_bytes",
-]
-
 # bytes per parameter: (weights, gradients, optimizer state)
 PRECISIONS = {"fp32": (4, 4, 8), "mixed": (2, 2, 12)}
 

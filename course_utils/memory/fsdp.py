@@ -23,8 +23,6 @@ from ..ranks.launch import launch
 from ..ranks.rank_output import quiet_stderr
 from .zero import mlp
 
-__all__ = ["fsdp_training", "prefetched_layers", "sharded_mlp"]
-
 _KINDS = {
     "all_gather": "all-gather",
     "post_backward_reduce": "reduce-scatter",

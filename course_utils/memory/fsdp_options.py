@@ -24,8 +24,6 @@ from ..ranks.rank_output import quiet_stderr
 from .fsdp import sharded_mlp
 from .peak import allocated_during
 
-__all__ = ["SETTINGS", "fsdp_settings"]
-
 SETTINGS = ("default", "reshard_after_forward=False", "bf16 MixedPrecisionPolicy")
 
 

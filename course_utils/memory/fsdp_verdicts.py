@@ -5,14 +5,6 @@ from __future__ import annotations
 
 from ..core.checks import Verdict, verdict
 
-__all__ = [
-    "every_run_matches_fp64",
-    "fsdp_stores_a_shard",
-    "mixed_precision_policy_in_bf16",
-    "prefetch_seen",
-    "reshard_after_forward_keeps_layers",
-]
-
 
 def fsdp_stores_a_shard(stored: list[int], numel: int, tolerance: float = 0.05) -> Verdict:
     """FSDP2 keeps about 1/N of the fp32 parameters on each rank."""

@@ -23,8 +23,6 @@ from torch.profiler import ProfilerActivity, profile
 
 from ..ranks.rank_output import quiet_stderr
 
-__all__ = ["allocated_during", "peak_bytes_during", "running_peak"]
-
 T = TypeVar("T")
 
 

@@ -16,8 +16,6 @@ import torch.nn.functional as F
 from ..core.training import torch_threads
 from .zero import mlp
 
-__all__ = ["autocast_race", "small_sums", "underflow"]
-
 
 def _flat_grads(model) -> torch.Tensor:
     return torch.cat([p.grad.reshape(-1) for p in model.parameters()])

@@ -18,8 +18,6 @@ from ..ranks.bootstrap import device
 from ..ranks.launch import launch
 from .zero import mlp
 
-__all__ = ["one_process", "torch_ddp"]
-
 
 def _flat(model) -> torch.Tensor:
     """Weight then bias of each layer, flat: the order of ZeRO's buffers."""

@@ -30,8 +30,6 @@ from .zero import (
     zero_rank,
 )
 
-__all__ = ["batches", "compare_stages", "train_stages"]
-
 
 def batches(steps: int, global_batch: int, dataset: str = "mnist1d"):
     """The first steps x global_batch training samples: (x, y), one global batch per step."""

@@ -16,8 +16,6 @@ import torch
 
 from ..core.own_answers import own_answer
 
-__all__ = ["coords_of", "mesh_groups", "neighbour", "rank_of", "ranks_of_groups"]
-
 
 def _check(shape, dims) -> None:
     if len(shape) != len(dims):

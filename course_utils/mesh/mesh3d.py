@@ -29,8 +29,6 @@ from ..parallel.tensor_parallel import f, g
 from ..transformer.model import Transformer
 from ..transformer.tensor_parallel import TensorParallelAttention, TensorParallelMLP
 
-__all__ = ["next_token_loss", "stage_blocks", "stage_model", "sync_dp"]
-
 
 def stage_blocks(blocks: int, stage: int, stages: int) -> range:
     """The blocks stage `stage` of `stages` holds: consecutive, as even as possible."""

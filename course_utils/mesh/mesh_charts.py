@@ -13,8 +13,6 @@ import matplotlib.pyplot as plt
 from ..core.style import PALETTE, new_figure
 from .groups import coords_of, neighbour
 
-__all__ = ["mesh_picture"]
-
 DIRECTIONS = {"tp": (2.0, 0.0), "pp": (0.0, 2.0), "dp": (1.0, 0.75)}
 ALONG = {"tp": 0.3, "pp": 0.25, "dp": 0.5}
 COLOURS = {"tp": PALETTE[0], "pp": PALETTE[1], "dp": PALETTE[2]}

@@ -20,8 +20,6 @@ from ..core.own_answers import Refused, attempt_refusing, message, own_answer_na
 from .groups import mesh_groups as expected_groups
 from .groups import ranks_of_groups
 
-__all__ = ["CASES", "check_mesh_groups"]
-
 CASES = (  # not a cube first: on one, a column-major layout is the dimensions reversed
     ((2, 4), ("dp", "tp")),
     ((3, 2, 2), ("dp", "pp", "tp")),

@@ -29,24 +29,6 @@ from ..transformer.model import batches, build, one_process_steps
 from .groups import coords_of, ranks_of_groups
 from .mesh3d import next_token_loss, stage_blocks, stage_model, sync_dp
 
-__all__ = [
-    "FP32",
-    "OPTIMIZERS",
-    "MeshRun",
-    "RankMesh",
-    "bytes_formula",
-    "bytes_lines",
-    "check_layout",
-    "config_json",
-    "join_mesh",
-    "mesh_config",
-    "mesh_step",
-    "run_mesh",
-    "shard_diffs",
-    "summarize",
-    "train_mesh",
-]
-
 FP32 = 4
 DIMS = ("dp", "pp", "tp")
 

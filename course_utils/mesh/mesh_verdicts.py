@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from ..core.checks import Verdict, verdict
 
-__all__ = ["mesh_bytes_match_formula", "mesh_equals_one_process", "mesh_groups_match"]
-
 
 def mesh_equals_one_process(diffs: dict, tolerance: float = 1e-5) -> Verdict:
     """`diffs`: per rank, the largest |shard - one process's same slice| (`MeshRun.diffs`)."""

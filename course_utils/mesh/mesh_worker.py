@@ -20,8 +20,6 @@ import sys
 
 from ..ranks.agent import tie_to_agent
 
-__all__ = ["main"]
-
 NAME = f"{__package__}.mesh_worker"  # also when run as __main__
 
 

@@ -39,8 +39,6 @@ from ..transformer.model import batches, build, loss_of
 from .mesh3d import stage_model
 from .plan_model import Cluster, Model, course_model
 
-__all__ = ["Calibration", "calibrate", "planner_cluster", "planner_model"]
-
 SPLITS = (1, 2)  # the TP degrees `kept(t) = whole + split / t` is fitted on
 
 

@@ -31,11 +31,6 @@ from .plan_calibrate import calibrate, planner_cluster, planner_model
 from .plan_measure import MeshLayout, measure
 from .planner import evaluate
 
-__all__ = [
-    "LAYOUTS", "LINK", "NOTEBOOK_LAYOUTS", "LayoutCheck", "PlannerCheck", "Target",
-    "check_planner", "check_sizes", "planner_verdicts", "spearman", "target_lines", "targets",
-]  # fmt: skip
-
 # 10 GbE: a cluster of CPU machines' usual fabric, and the link chapter 10 predicts on;
 # there this model's all-reduces cost a fair share of its compute, so layouts differ by both
 LINK = "10gbe"

@@ -14,9 +14,6 @@ from ..core.style import PALETTE, new_figure
 from ..network.fabric import parse
 from .plan_check import PlannerCheck, spearman
 
-__all__ = ["planner_vs_runs"]
-
-
 MARKERS = "osD^vP*X"
 
 

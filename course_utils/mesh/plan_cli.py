@@ -9,8 +9,6 @@ from ..network.fabric import PRESETS
 from .plan_model import GPU_KINDS, MODEL_PRESETS, cluster, model
 from .planner import plan
 
-__all__ = ["DESCRIPTION", "HELP", "add_arguments", "run"]
-
 HELP = "list the DP/FSDP x TP x PP layouts of a model on a cluster, and the fastest that fits"
 DESCRIPTION = f"""{HELP}.
 

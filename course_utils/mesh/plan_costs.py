@@ -28,11 +28,6 @@ from ..model_parallel.schedules import bubble_formula, handoffs_per_step, interl
 from ..network.fabric import ring_allreduce_seconds
 from .plan_model import ACTIVATION_BYTES, Cluster, Model, precision_key
 
-__all__ = [
-    "RECOMPUTE", "SCHEDULES", "Layout", "Memory", "StepTime",
-    "check", "memory", "step_time", "timed",
-]  # fmt: skip
-
 SCHEDULES = ("none", "gpipe", "1f1b", "interleaved")
 RECOMPUTE = ("none", "selective", "full")
 INTERLEAVED_CHUNKS = 2  # virtual stages per rank in the interleaved schedule

@@ -19,8 +19,6 @@ from ..core.own_answers import Refused, attempt_refusing, message, own_answer_na
 from ..memory.formulas import model_state_bytes
 from .plan_model import precision_key
 
-__all__ = ["CASES", "answer_phrases", "answer_values", "check_memory_per_rank", "expected"]
-
 # (params, dp, tp, pp, zero_stage, precision): DDP first, so the ZeRO mistake shows
 CASES = [
     (8e9, 8, 1, 1, 0, "bf16"),

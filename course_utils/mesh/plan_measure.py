@@ -32,8 +32,6 @@ from ..transformer.model import batches
 from .mesh_runs import join_mesh, mesh_step
 from .plan_costs import Layout
 
-__all__ = ["MeshLayout", "Measured", "measure", "measure_rank"]
-
 
 @dataclass(frozen=True)
 class MeshLayout:

@@ -16,19 +16,6 @@ from dataclasses import dataclass
 from ..core.sizes_model_parallel import TransformerSizes
 from ..network.fabric import PRESETS, Link, parse
 
-__all__ = [
-    "GPU_KINDS",
-    "MODEL_PRESETS",
-    "Cluster",
-    "Model",
-    "cluster",
-    "course_model",
-    "llama_model",
-    "measured_flops",
-    "model",
-    "precision_key",
-]
-
 # what the planner's precision names mean in chapter 08's formulas (`memory.formulas`)
 _PRECISIONS = {"fp32": "fp32", "bf16": "mixed", "mixed": "mixed"}
 ACTIVATION_BYTES = {"fp32": 4, "mixed": 2}

@@ -16,8 +16,6 @@ from ..core.widgets import draw, show_controls
 from .plan_model import MODEL_PRESETS, cluster, model
 from .planner import Plan, layouts, plan
 
-__all__ = ["draw_plan", "planner_widget"]
-
 PARTS = ("compute", "tp", "pp", "bubble", "dp")
 LABELS = {"compute": "compute", "tp": "TP collectives", "pp": "PP hand-offs",
           "bubble": "bubble", "dp": "exposed DP/FSDP"}  # fmt: skip

@@ -18,8 +18,6 @@ from .plan_model import Cluster, Model, precision_key
 from .plan_model import cluster as make_cluster
 from .plan_model import model as make_model
 
-__all__ = ["Costed", "Plan", "evaluate", "layouts", "plan"]
-
 ZERO_STAGES = (0, 1, 3)
 MICRO_BATCHES = (1, 2, 4, 8)
 

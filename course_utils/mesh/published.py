@@ -33,17 +33,6 @@ from .plan_costs import Layout
 from .plan_model import cluster, model
 from .planner import Costed, evaluate, plan
 
-__all__ = [
-    "CASES",
-    "PUBLISHED",
-    "Published",
-    "Row",
-    "comparison",
-    "scored",
-    "scored_table",
-    "table",
-]
-
 CASES = [(m, g) for m in ("llama3-8b", "llama3-70b") for g in (64, 128, 256, 512)]
 DEFAULT_BATCH = 512  # sequences of 8192 (4.2M tokens) where no source gives one: assumed
 

@@ -17,8 +17,6 @@ import math
 
 from ..core.checks import NOT_SOLVED, attempt, first_problem_verdict
 
-__all__ = ["CASES", "answer_values", "check_stage_boundaries", "slowest_stage"]
-
 # (seconds per layer, stages), each with one best cut: a dear head, then uneven blocks,
 # where both classic mistakes (and a boundary off by one) miss the best time
 CASES = [

@@ -44,11 +44,6 @@ from .schedules import (
 from .timeline import Timeline
 from .virtual_pipeline import PipelineRun, RankSteps, Run, run_pipeline, step_timeline, train_rank
 
-__all__ = [
-    "HANDOFF_LINK", "formula", "least_disturbed_steps", "measure_bubble", "measure_schedules",
-    "on_the_real_clock", "real_clock_stages", "real_compute_run", "row_from", "typical_run",
-]  # fmt: skip
-
 T = TypeVar("T")
 # the hand-offs between stages: a fast network link, 100 Gbit/s (100 GbE's rate; NVLink 4
 # carries 36 times that) and 10 us, small beside a stage's compute here

@@ -10,18 +10,6 @@ import numpy as np
 from ..core.style import PALETTE, new_figure
 from .timeline import Timeline
 
-__all__ = [
-    "activations_held",
-    "draw_ops",
-    "bubble_note",
-    "bubble_vs_microbatches",
-    "layer_traffic",
-    "paced_note",
-    "pipeline_timeline",
-    "real_note",
-    "step_ratio",
-]
-
 _COLOURS = {"F": PALETTE[0], "B": PALETTE[1], "W": PALETTE[2]}
 _NAMES = {"F": "forward", "B": "backward"}
 

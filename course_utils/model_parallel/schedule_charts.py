@@ -9,8 +9,6 @@ from ..core.style import PALETTE, new_figure
 from .charts import draw_ops
 from .timeline import Timeline
 
-__all__ = ["bubble_by_schedule", "schedule_timelines"]
-
 _NAMES = {"F": "forward", "B": "backward (B: input gradient when split)", "W": "weight gradient"}
 
 

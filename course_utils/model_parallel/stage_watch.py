@@ -23,8 +23,6 @@ from ..parallel.pipeline import BACKWARD, FORWARD, WEIGHT, chunks_and_ops
 from .activations import HeldActivations
 from .timeline import Event
 
-__all__ = ["StageWatch"]
-
 
 def _pad_to(start: float, seconds: float) -> None:
     left = start + seconds - time.perf_counter()

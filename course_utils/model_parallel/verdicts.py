@@ -15,22 +15,6 @@ from ..core.machine import MachineShare
 from ..core.timing_claims import timing_claim
 from .timeline import Timeline
 
-__all__ = [
-    "bubble_below",
-    "bubble_explained_by_stage_times",
-    "bubble_matches",
-    "bubble_never_below_formula",
-    "bubble_shrinks",
-    "f1b_holds_fewer",
-    "matches_unsplit",
-    "orders_match_pytorch",
-    "pairing_talks_less",
-    "same_step_time",
-    "slowest_stage_sets_the_pace",
-    "tp_matches_unsplit",
-    "trains_like_one_process",
-    "zb_holds_as_much_as_1f1b",
-]
 # where each timing verdict prints ✗ on a broken variant (`core.timing_claims`)
 _1F1B_FAILS = "test_1f1b_verdicts_fail_when_it_holds_as_much_as_gpipe"
 _BUBBLE_FAILS = "test_bubble_verdicts_fail_without_their_effect"

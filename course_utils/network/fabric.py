@@ -20,18 +20,6 @@ import math
 import re
 from dataclasses import dataclass
 
-__all__ = [
-    "AUTO",
-    "PRESETS",
-    "REAL",
-    "Link",
-    "add_argument",
-    "parse",
-    "resolve",
-    "ring_allreduce_seconds",
-    "runs_real",
-]
-
 
 @dataclass(frozen=True)
 class Link:

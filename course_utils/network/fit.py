@@ -25,17 +25,6 @@ from ..ranks.bootstrap import device
 from . import fabric
 from .fabric import Link
 
-__all__ = [
-    "FIT_BYTES",
-    "AlphaBeta",
-    "LinkTerms",
-    "fit_alpha_beta",
-    "fit_link_terms",
-    "measure_link_terms",
-    "measure_on_ranks",
-    "this_machine",
-]
-
 FIT_BYTES = (1 << 10, 1 << 16, 1 << 20, 1 << 24)  # alpha from the smallest, beta to the largest
 _BACK_TO_BACK = 16  # the first message after a barrier wakes a sleeping peer
 

@@ -19,8 +19,6 @@ import torch.distributed as dist
 from .fabric import REAL, Link, ring_allreduce_seconds
 from .wire import waited_until, wire_deadline
 
-__all__ = ["WIRE_EVENT", "allreduce_hook", "deliver_after", "waited_for_every_bucket"]
-
 WIRE_EVENT = "emulated link: all-reduce on the wire"
 
 

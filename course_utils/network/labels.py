@@ -14,8 +14,6 @@ import contextlib
 
 from torch import nn
 
-__all__ = ["current", "label_modules", "labelled"]
-
 _stack: list[tuple[str, str]] = []  # (where, direction), innermost last
 
 

@@ -16,8 +16,6 @@ import torch.distributed as dist
 
 from . import labels
 
-__all__ = ["COLLECTIVES", "POINT_TO_POINT", "THROUGH_OTHERS", "Log", "Message", "leaving", "nbytes"]
-
 POINT_TO_POINT = ("send", "recv", "isend", "irecv")
 # name: (its tensor arguments, the share of their bytes each rank sends on a ring of N)
 COLLECTIVES = {

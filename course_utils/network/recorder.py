@@ -27,8 +27,6 @@ import torch.distributed.distributed_c10d as c10d
 
 from .messages import COLLECTIVES, POINT_TO_POINT, Log, Message, leaving, nbytes
 
-__all__ = ["COLLECTIVES", "POINT_TO_POINT", "Log", "Message", "recording", "torch_own"]
-
 _local = threading.local()  # depth of wrapped calls on this thread: inner ones pass through
 _open: list[Log] = []
 _simulators: list = []  # the simulated wire (`wire`), while a simulated link is active

@@ -26,20 +26,6 @@ import torch.distributed as dist
 
 from .allreduce import exchange
 
-__all__ = [
-    "LAYOUTS",
-    "RingAttention",
-    "block_pairs",
-    "causal_mask",
-    "check_divisible",
-    "merge",
-    "piece_length",
-    "positions",
-    "ring_attention",
-    "shard",
-    "unshard",
-]
-
 LAYOUTS = ("contiguous", "zigzag")
 
 

@@ -23,17 +23,6 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-__all__ = [
-    "MoEWeights",
-    "Routing",
-    "capacity",
-    "expert_mlp",
-    "make_weights",
-    "moe_expert_parallel",
-    "moe_one_process",
-    "route",
-]
-
 
 @dataclass
 class MoEWeights:

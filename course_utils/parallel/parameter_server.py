@@ -18,8 +18,6 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-__all__ = ["BYE", "GRADIENT", "HEADER", "PARAMS", "STOP", "Shard", "serve", "work"]
-
 GRADIENT, BYE = 0.0, 1.0  # what a worker's message carries
 PARAMS, STOP = 0.0, 1.0  # what a server's reply carries
 HEADER = 2  # [kind, version] in front of every message

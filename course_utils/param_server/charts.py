@@ -6,16 +6,6 @@ import matplotlib.pyplot as plt
 
 from ..core.style import PALETTE, new_figure
 
-__all__ = [
-    "averaging_accuracy",
-    "loss_by_epochs",
-    "lr_sensitivity",
-    "ps_loss_curves",
-    "ps_traffic",
-    "staleness_histogram",
-    "updates_by_worker",
-]
-
 
 def ps_traffic(workers: list[int], series: dict[str, list[float]], title: str | None = None):
     """Bytes per update on each kind of link, against the number of workers."""

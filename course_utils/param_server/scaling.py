@@ -20,16 +20,6 @@ from ..core.style import PALETTE, new_figure
 from ..core.timing_claims import timing_claim
 from .runs import run_parameter_server, server_config
 
-__all__ = [
-    "ShardScaling",
-    "grows_with_workers",
-    "matches_prediction",
-    "predicted_seconds",
-    "sharding_cuts",
-    "step_seconds",
-    "step_time_chart",
-]
-
 
 @dataclass
 class ShardScaling:

@@ -19,17 +19,6 @@ from ..core.checks import Verdict, verdict
 from ..core.data import Data, train_val_split
 from .runs import PSRun, evaluate, run_parameter_server, serial_twin, server_config
 
-__all__ = [
-    "METHODS",
-    "LrSweep",
-    "end_loss",
-    "epochs_to",
-    "epochs_within",
-    "lr_sweep",
-    "mean_curve",
-    "validation_split",
-]
-
 METHODS = {  # label: (mode, workers; None for the profile's)
     "synchronous": ("sync", None),
     "asynchronous": ("async", None),

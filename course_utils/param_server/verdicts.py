@@ -10,22 +10,6 @@ from __future__ import annotations
 
 from ..core.checks import Verdict, verdict
 
-__all__ = [
-    "async_about_workers_minus_one_stale",
-    "async_breaks_at_sync_rate",
-    "async_needs_smaller_lr",
-    "async_survives_a_lost_worker",
-    "different_starts_average_far_worse",
-    "infrequent_averaging_keeps_up",
-    "one_average_beats_a_worker",
-    "server_grows_ring_levels_off",
-    "straggler_far_staler",
-    "straggler_slows_sync",
-    "sync_agrees_with_one_process",
-    "sync_names_the_lost_worker",
-    "sync_never_stale",
-]
-
 # fp32: the three sum the same gradients in other orders, which moves the weights by
 # rounding alone; an asynchronous server's stale gradients move them by 1e-3 and more
 AGREEMENT = 1e-5

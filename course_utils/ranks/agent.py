@@ -22,8 +22,6 @@ import runpy
 import signal
 import sys
 
-__all__ = ["ORPHANED", "TIED_WORKER", "run_module_tied", "runs_torchrun", "tie_to_agent"]
-
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 AGENT_MODULES = ("torch.distributed.run", "torch.distributed.launch")  # `python -m ...`
 ORPHANED = 3  # the exit code of a worker whose agent was gone before it could tie itself

@@ -6,8 +6,6 @@ import matplotlib.pyplot as plt
 
 from ..core.style import PALETTE, new_figure
 
-__all__ = ["launch_times"]
-
 
 def launch_times(world_sizes: list[int], seconds: list[float], title: str):
     """Seconds to start N ranks, join one process group and return a value, against N."""

@@ -11,8 +11,6 @@ import torch
 
 from ..core.checks import Verdict, verdict
 
-__all__ = ["all_gather_left_every_row", "all_reduce_left_the_sum", "broadcast_left_one_tensor"]
-
 
 def all_reduce_left_the_sum(sums: list[float]) -> Verdict:
     """Each rank all-reduced its own rank: each must hold 0 + 1 + ... + (N - 1)."""

@@ -16,15 +16,6 @@ import torch
 from ..core.errors import CourseError
 from ..core.gpus import visible_gpus
 
-__all__ = [
-    "START_METHOD_VAR",
-    "NativeWindows",
-    "can_fork",
-    "default_start_method",
-    "refuse_native_windows",
-    "start_method_and_why",
-]
-
 START_METHOD_VAR = "COURSE_START_METHOD"
 START_METHODS = ("fork", "forkserver", "spawn")
 # what the server forks ranks from: imported there once, not by every rank (with the course's

@@ -6,14 +6,6 @@ import matplotlib.pyplot as plt
 
 from ..core.style import PALETTE, new_figure
 
-__all__ = [
-    "gd_sgd_minibatch",
-    "noise_vs_batch",
-    "runtime_and_accuracy",
-    "steps_to_target",
-    "sweep_timeline",
-]
-
 
 def gd_sgd_minibatch(runs: dict, train_size: int):
     """Loss against updates, passes over the data and seconds, one panel each.

@@ -8,8 +8,6 @@ import matplotlib.pyplot as plt
 
 from ..core.style import PALETTE, new_figure
 
-__all__ = ["sharpness_by_arm", "line_between_solutions"]
-
 _MEASURES = (
     ("test_acc", "test accuracy (%)", 100.0),
     ("sharpness", "epsilon-sharpness (% loss rise)", 1.0),

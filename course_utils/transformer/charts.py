@@ -8,8 +8,6 @@ import numpy as np
 from ..core.style import PALETTE, new_figure
 from .compare import FABRICS, Row
 
-__all__ = ["which_when"]
-
 
 def which_when(rows: list[Row], blocks: int, world: int):
     """Left: bytes one rank sends per training step (measured; a block's or MoE layer's

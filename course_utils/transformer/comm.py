@@ -23,8 +23,6 @@ from torch import nn
 
 from ..network import labels, recorder
 
-__all__ = ["Message", "bytes_sent", "count_communication", "label_parts", "labelled"]
-
 labelled = labels.labelled
 # torch's function: the chapter's name for what it does (receives are the sender's bytes)
 _OPS = {

@@ -24,8 +24,6 @@ from .data_parallel import batch_split_bytes
 from .tp_formulas import sent_per_block
 from .tp_runs import bytes_per_block
 
-__all__ = ["Row", "comparison", "every_row_matches_its_formula", "predicted_seconds"]
-
 FABRICS = ("nvlink4", "ib-ndr", "10gbe")  # inside a node, across nodes, a lab's Ethernet
 ACTIVATIONS = "batch x sequence x width, in every block"
 KEYS_AND_VALUES = "batch x sequence x width (keys, values), in every block"

@@ -8,8 +8,6 @@ import numpy as np
 from ..core.style import PALETTE, new_figure
 from .cp_ep_runs import MoERun
 
-__all__ = ["router_load", "work_per_rank"]
-
 
 def work_per_rank(work: dict[str, list[int]]):
     """Query-key scores each rank computes (`work_by_layout`), one bar group per rank; the

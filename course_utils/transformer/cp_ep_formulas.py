@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from ..parallel.context_parallel import block_pairs, piece_length, positions
 
-__all__ = ["COUNT_BYTES", "ep_bytes", "ring_bytes", "work_per_rank"]
-
 COUNT_BYTES = 8  # the per-expert row counts are int64
 
 

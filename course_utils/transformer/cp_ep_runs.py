@@ -23,16 +23,6 @@ from ..ranks.launch import launch
 from . import comm
 from .cp_ep_formulas import ep_bytes, ring_bytes, work_per_rank
 
-__all__ = [
-    "MoERun",
-    "RingRun",
-    "moe_runs",
-    "moe_vs_one_process",
-    "ring_runs",
-    "ring_vs_full",
-    "work_by_layout",
-]
-
 
 @dataclass
 class RingRun:

@@ -7,15 +7,6 @@ from __future__ import annotations
 from ..core.checks import Verdict, verdict
 from .cp_ep_runs import MoERun, RingRun
 
-__all__ = [
-    "bytes_match_formula",
-    "ep_equals_one_process",
-    "imbalance",
-    "ring_attention_equals_full",
-    "skewed_router_unbalances_ranks",
-    "zigzag_balances_work",
-]
-
 
 def ring_attention_equals_full(runs: list[RingRun], tolerance: float = 1e-5) -> Verdict:
     """Every run's output and gradients against full causal attention (relative difference)."""

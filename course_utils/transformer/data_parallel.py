@@ -32,8 +32,6 @@ from ..ranks.launch import launch
 from . import comm
 from .model import batches, build, loss_of, one_process_steps, train_steps
 
-__all__ = ["KINDS", "BatchSplitRun", "batch_split_bytes", "train_batch_split"]
-
 KINDS = ("dp", "fsdp")
 FP32 = 4
 

@@ -14,20 +14,6 @@ from torch import nn
 
 from ..core.sizes_model_parallel import TransformerSizes
 
-__all__ = [
-    "MLP",
-    "Attention",
-    "Block",
-    "Embedding",
-    "Transformer",
-    "attention",
-    "batches",
-    "build",
-    "loss_of",
-    "one_process_steps",
-    "train_steps",
-]
-
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """Causal softmax attention on (batch, heads, seq, head_dim): the math every split of

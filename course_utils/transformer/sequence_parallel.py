@@ -10,8 +10,6 @@ from ..parallel.tensor_parallel import RowParallelLinear
 from .model import Transformer
 from .tensor_parallel import tensor_parallel_model
 
-__all__ = ["sequence_parallel_model", "sequence_parallel_params", "sync_sequence_parallel_grads"]
-
 
 class _Apply(nn.Module):
     """An operator as a module: the model calls it where it cuts or joins the sequence, and

@@ -22,8 +22,6 @@ from torch import nn
 from ..parallel.tensor_parallel import ColumnParallelLinear, RowParallelLinear, f, g, share
 from .model import MLP, Attention, Transformer
 
-__all__ = ["TensorParallelAttention", "TensorParallelMLP", "tensor_parallel_model"]
-
 Op = Callable[[torch.Tensor], torch.Tensor]
 
 

@@ -29,8 +29,6 @@ from torch.distributed.tensor.parallel import (
 from ..ranks.bootstrap import device
 from .model import Transformer
 
-__all__ = ["plan", "torch_parallel_model"]
-
 
 def plan(blocks: int, sequence_parallel: bool) -> dict:
     """The parallelize plan for `Transformer`: module name -> style."""

@@ -8,8 +8,6 @@ import numpy as np
 from ..core.style import PALETTE, new_figure
 from .tp_runs import MemoryRun
 
-__all__ = ["activation_memory", "bytes_per_block"]
-
 _NAMES = {"tp": "tensor parallel", "sp": "sequence parallel", "one": "one process"}
 
 

@@ -20,8 +20,6 @@ from ..ranks.launch import launch
 from .model import MLP
 from .tensor_parallel import TensorParallelMLP
 
-__all__ = ["answer_phrases", "check_f_and_g"]
-
 WORLD_SIZES = (2, 4)
 WANT = {"f": ("unchanged", "summed"), "g": ("summed", "unchanged")}
 

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from ..core.sizes_model_parallel import TransformerSizes
 
-__all__ = ["activation_bytes", "block_bytes", "layernorm_bytes_saved", "sent_per_block"]
-
 FP32 = 4
 
 

@@ -26,16 +26,6 @@ from .model import batches, build, one_process_steps, train_steps
 from .sequence_parallel import sequence_parallel_model, sync_sequence_parallel_grads
 from .tensor_parallel import tensor_parallel_model
 
-__all__ = [
-    "KINDS",
-    "MemoryRun",
-    "TrainRun",
-    "bytes_per_block",
-    "measure_memory",
-    "split",
-    "train_and_compare",
-]
-
 KINDS = ("tp", "sp", "torch_tp", "torch_sp")
 
 

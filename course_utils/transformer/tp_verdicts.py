@@ -9,14 +9,6 @@ from __future__ import annotations
 from ..core.checks import Verdict, verdict
 from .tp_runs import MemoryRun
 
-__all__ = [
-    "sp_cuts_activation_memory",
-    "sp_moves_the_same_bytes_as_tp",
-    "sp_saving_is_the_layernorms",
-    "tp_bytes_match_formula",
-    "tp_equals_one_process",
-]
-
 
 def tp_equals_one_process(diffs: dict, tolerance: float = 1e-5) -> Verdict:
     """`diffs`: the largest |parameter difference| from one process, per run (any key)."""
