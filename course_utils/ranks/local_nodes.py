@@ -25,7 +25,11 @@ from ..core.errors import LaunchError, Stopped
 from . import agent, processes
 from .bootstrap import THREADS_VAR, threads_per_rank
 from .diagnosis import numbered
-from .torchrun import RESULTS_PREFIX
+
+# Rank 0 of a torchrun job prints every rank's result on one line that starts so; here
+# and not in the worker `ranks.torchrun`, so that importing this package leaves that module
+# unimported: `python -m course_utils.ranks.torchrun` then runs its only copy.
+RESULTS_PREFIX = "course_utils.ranks.torchrun results: "
 
 
 @dataclass(frozen=True)

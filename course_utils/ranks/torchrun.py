@@ -17,8 +17,7 @@ import sys
 import torch.distributed as dist
 
 from . import bootstrap as rank_setup
-
-RESULTS_PREFIX = "course_utils.ranks.torchrun results: "
+from .local_nodes import RESULTS_PREFIX
 
 
 def load_target(target: str):

@@ -199,3 +199,22 @@ def test_rank_0s_bar_is_drawn_from_whichever_nodes_log_holds_it(tmp_path, monkey
         log.write(progress.PREFIX + json.dumps({**state, "n": 4, "closed": True}) + "\n")
     relay.close()
     assert (bars[0].n, bars[0].closed) == (4, True)
+
+
+@pytest.mark.parametrize(
+    "worker",
+    [
+        "course_utils.ranks.torchrun",
+        "course_utils.ddp.torchrun_train",
+        "course_utils.mesh.mesh_worker",
+        "course_utils.failures.elastic_worker",
+    ],
+)
+def test_a_torchrun_worker_is_not_imported_by_its_own_package(worker):
+    """`python -m` imports the package first: a worker module it had already imported then
+    ran as a second copy, and every node printed a RuntimeWarning ('found in sys.modules
+    after import of package'), which notebook 00 showed the learner."""
+    package = worker.rpartition(".")[0]
+    code = f"import sys, {package}; print({worker!r} in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "False", out.stderr
