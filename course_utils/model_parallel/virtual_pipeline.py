@@ -46,6 +46,14 @@ class Pacing:
     stage_cost: tuple[float, ...] | None = None
     backward_ratio: float = 1.0
 
+    def __post_init__(self):
+        if not self.slot and (self.stage_cost is not None or self.backward_ratio != 1.0):
+            raise ValueError(
+                "stage_cost and backward_ratio scale the slot each op is padded to, and without "
+                "a slot nothing is padded: give one too (Pacing(slot=0.05, ...)), or leave them "
+                "out to time each op as long as its compute really is."
+            )
+
 
 @dataclass(frozen=True)
 class Run:

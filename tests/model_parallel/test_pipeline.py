@@ -124,7 +124,15 @@ def test_impossible_setups_are_refused_before_launching():
     with pytest.raises(ValueError, match="into 3 stages"):
         run_pipeline(stages=3, microbatches=2, work=Work(mlp([40, 32, 10])))
     with pytest.raises(ValueError, match="stage_cost has 1 entries for 2 stages"):
-        run_pipeline(stages=2, microbatches=2, pacing=Pacing(stage_cost=(1.0,)))
+        run_pipeline(stages=2, microbatches=2, pacing=Pacing(0.01, stage_cost=(1.0,)))
+
+
+@pytest.mark.parametrize("pacing", [{"backward_ratio": 2.0}, {"stage_cost": (1.0, 2.0)}])
+def test_a_pacing_that_would_pad_nothing_is_refused(pacing):
+    """Without a slot nothing is padded, so a backward ratio or stage costs alone once left
+    the timeline as it was, and 06's exercise 3 showed no effect."""
+    with pytest.raises(ValueError, match="without a slot nothing is padded"):
+        Pacing(**pacing)
 
 
 # ------------------------------------------------------------- charts and benchmark
