@@ -66,6 +66,10 @@ class Work:
         if model is None:
             model = mlp([40] + [self.hidden] * (blocks - 1) + [10], seed=self.seed)
         x, y = self.x, self.y
+        if (x is None) != (y is None):
+            raise ValueError(
+                "give Work both x and y (inputs and labels), or neither for a random batch."
+            )
         if x is None:
             gen = torch.Generator().manual_seed(self.seed)
             first = next(model.parameters()).shape[1]

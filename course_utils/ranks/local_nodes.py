@@ -66,6 +66,11 @@ def torchrun_command(
 ) -> list[str]:
     """The command to run on node `node_rank` (all nodes use the same master address and
     port)."""
+    if isinstance(job.module_args, str):
+        raise TypeError(
+            f"module_args is one string, {job.module_args!r}: give one item per argument, "
+            "as in ('--epochs', '2')."
+        )
     module_args = [job.target] if job.module_args is None else list(job.module_args)
     if not any(a == "--backend" or a.startswith("--backend=") for a in module_args):
         module_args.append(f"--backend={job.backend}")

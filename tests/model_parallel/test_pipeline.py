@@ -125,6 +125,8 @@ def test_impossible_setups_are_refused_before_launching():
         run_pipeline(stages=3, microbatches=2, work=Work(mlp([40, 32, 10])))
     with pytest.raises(ValueError, match="stage_cost has 1 entries for 2 stages"):
         run_pipeline(stages=2, microbatches=2, pacing=Pacing(0.01, stage_cost=(1.0,)))
+    with pytest.raises(ValueError, match="both x and y"):
+        run_pipeline(stages=2, microbatches=2, work=Work(x=_batch(4)[0]))
 
 
 @pytest.mark.parametrize("pacing", [{"backward_ratio": 2.0}, {"stage_cost": (1.0, 2.0)}])

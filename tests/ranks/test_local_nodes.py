@@ -90,6 +90,12 @@ def test_command_names_every_node_option():
     ]
 
 
+def test_module_args_given_as_one_string_are_refused():
+    job = TorchrunJob(module="course_utils.ddp.torchrun_train", module_args="--epochs 2")
+    with pytest.raises(TypeError, match="one item per argument"):
+        torchrun_command(job, node_rank=0, master_addr="h")
+
+
 def test_worker_outside_torchrun_says_how_to_run_it():
     out = subprocess.run(
         [sys.executable, "-m", "course_utils.ranks.torchrun", "course_utils.ranks.examples:whoami"],
