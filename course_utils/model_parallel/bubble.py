@@ -28,7 +28,7 @@ import torch.distributed as dist
 
 from ..core import progress
 from ..core.machine import MachineShare, machine_cores, on_a_quiet_machine
-from .pipeline import Work, import_autograd_extras, mlp, split
+from .pipeline import Work, every_schedule_blocks, import_autograd_extras, mlp, split
 from .schedule_check import check_orders
 from .schedule_play import Costs, handoff_seconds, play_out, posting_seconds
 from .schedules import (
@@ -260,8 +260,9 @@ def measure_schedules(
     from ..ranks.launch import launch
 
     names = [plan(name, chunks).name for name in schedules]
-    work = Work(mlp([width] * (stages * max(2, chunks) + 1)), micro_batch_size=micro_batch_size)
-    model, x, y = work.resolve(0, microbatches)  # a random batch of width classes
+    blocks = every_schedule_blocks(stages, chunks)
+    work = Work(mlp([width] * (blocks + 1)), micro_batch_size=micro_batch_size)
+    model, x, y = work.resolve(blocks, microbatches)  # a random batch of width classes
     for name in names:  # refuse an impossible cut or order here, not on every rank
         v = plan(name, chunks).chunks
         split(model, stages * v)

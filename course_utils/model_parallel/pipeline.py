@@ -46,6 +46,12 @@ def import_autograd_extras() -> None:
     y.backward(torch.ones_like(y))
 
 
+def every_schedule_blocks(stages: int, chunks: int) -> int:
+    """K·max(2, v) blocks: enough for interleaving to cut v chunks per rank (two at least),
+    so that every schedule trains the same model."""
+    return stages * max(2, chunks)
+
+
 @dataclass(frozen=True)
 class Work:
     """What a pipeline trains, as one value for every run that takes it: `model` (default:

@@ -29,7 +29,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from .pipeline import Work, split
+from .pipeline import Work, every_schedule_blocks, split
 from .schedules import plan
 
 CLASSES = {
@@ -194,7 +194,7 @@ def train_with_torch(
     from ..ranks.launch import launch
 
     v = plan(schedule, chunks).chunks
-    model, x, y = work.resolve(stages * max(2, chunks), microbatches)
+    model, x, y = work.resolve(every_schedule_blocks(stages, chunks), microbatches)
     try:
         results = launch(
             _torch_rank,
@@ -255,7 +255,7 @@ def train_both_ways(
     from .virtual_pipeline import model_params, train_pipeline
 
     names = [plan(name, chunks).name for name in schedules]
-    model, x, y = work.resolve(stages * max(2, chunks), microbatches)
+    model, x, y = work.resolve(every_schedule_blocks(stages, chunks), microbatches)
     try:
         results = launch(
             _both_engines,

@@ -23,7 +23,7 @@ from ..network import wire
 from ..network.recorder import recording
 from ..parallel.pipeline import backward_input, backward_weight, pipeline_step, run_blocks
 from ..ranks.bootstrap import device
-from .pipeline import Work, import_autograd_extras, serial_step, split
+from .pipeline import Work, every_schedule_blocks, import_autograd_extras, serial_step, split
 from .schedule_check import check_orders
 from .schedules import one_chunk, plan
 from .stage_watch import StageWatch
@@ -188,7 +188,7 @@ def train_pipeline(
     from ..ranks.launch import launch
 
     sched = plan(schedule, chunks)
-    model, x, y = work.resolve(stages * max(2, chunks), microbatches)
+    model, x, y = work.resolve(every_schedule_blocks(stages, chunks), microbatches)
     split(model, stages * sched.chunks)  # refuse an impossible cut here, not on every rank
     check_orders(sched.orders(stages, microbatches), stages, microbatches, sched.chunks)
     import_autograd_extras()
