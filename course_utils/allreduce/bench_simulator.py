@@ -9,9 +9,21 @@ the median over them. Target (design.md): every row of 1 MiB or more
 within 30%. Every measurement is wall time on the real link, so it is judged only when
 other programs left the ranks their cores (`core.machine`); otherwise `met` is None. A
 machine with more cores gives more N: the strongest check the simulator can get.
+
+`--nodes` (Linux, root, from a clone of the course) checks it where the wire, not the
+cores, sets the time: `tests/cluster/cluster_check.py` makes 8 nodes of network
+namespaces, each link shaped to 50 Mbit/s each way, and times every algorithm with one
+rank per node at N = 2, 4 and 8 against the simulator set from probes between two of them
+(real, wire-bound; design.md). Target: every judged row within 30%, at most 2 of them not
+judged (a rank that computed for over a quarter of the wall time measured the cores).
 """
 
 from __future__ import annotations
+
+import importlib.util
+import sys
+import tempfile
+from pathlib import Path
 
 NAME = "simulator"
 HELP = "the simulator set to this machine's fitted alpha, beta against the real link"
@@ -32,9 +44,14 @@ def add_arguments(parser) -> None:
     parser.add_argument(
         "--fits", type=int, default=3, help="fit and check this many times; each row's median"
     )
+    parser.add_argument(
+        "--nodes", action="store_true", help="one rank per namespace node on shaped links"
+    )
 
 
 def run(args) -> dict:
+    if getattr(args, "nodes", False):
+        return _on_nodes()
     from ..core.machine import machine_cores, on_a_quiet_machine
     from .simulator_check import against_the_real_link, medians, ratios
 
@@ -76,4 +93,40 @@ def run(args) -> dict:
         "target": f"every row of {MIN_BYTES >> 20} MiB or more: simulated within "
         f"{TOLERANCE:.0%} of real",
         "met": all(r["meets_target"] for r in rows) if judged else None,
+    }
+
+
+NODES_CHECK = Path(__file__).resolve().parents[2] / "tests" / "cluster" / "cluster_check.py"
+MOST_NOT_JUDGED = 2
+
+
+def _on_nodes() -> dict:
+    """The rows of `tests/cluster`'s simulator check, measured in this process, so that an
+    interrupt tears its nodes down as the check does (`nodes.Nodes`)."""
+    if not NODES_CHECK.exists():
+        raise SystemExit(
+            f"bench simulator --nodes runs {NODES_CHECK.relative_to(NODES_CHECK.parents[2])}, "
+            "which is in a clone of the course's repository, not in an installed package."
+        )
+    spec = importlib.util.spec_from_file_location("cluster_check", NODES_CHECK)
+    check = importlib.util.module_from_spec(spec)
+    folder = str(NODES_CHECK.parent)
+    sys.path.insert(0, folder)  # where it imports its `nodes` and `sim_worker` from
+    try:
+        spec.loader.exec_module(check)
+        with tempfile.TemporaryDirectory(prefix="course-bench-nodes-") as logs:
+            rows = check.simulator_rows(Path(logs))
+    finally:
+        sys.path.remove(folder)
+    judged = [r for r in rows if r["judged"]]
+    within = [r for r in judged if abs(r["simulated_over_real"] - 1) <= TOLERANCE]
+    return {
+        "benchmark": NAME,
+        "clocks": "real_seconds: wall clock, one rank per network-namespace node, each link "
+        "shaped to link_mbit each way (real, wire-bound); simulated_seconds: the simulator "
+        "set from probes between two of the nodes",
+        "rows": rows,
+        "target": f"every judged row simulated within {TOLERANCE:.0%} of real, at most "
+        f"{MOST_NOT_JUDGED} of the rows not judged",
+        "met": len(within) == len(judged) and len(rows) - len(judged) <= MOST_NOT_JUDGED,
     }

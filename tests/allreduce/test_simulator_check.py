@@ -115,3 +115,41 @@ def test_the_chart_titles_the_spread_of_simulated_over_real():
     title = simulator_against_real([check], [1 << 20, 1 << 22], 2).axes[0].get_title()
     assert title.startswith("N = 2: simulated / real from 0.80 to 1.20 (median 1.05; ")
     assert "real clock" in title and "12 Gbit/s each way" in title
+
+
+def _nodes_bench(monkeypatch, tmp_path, rows: list[dict]) -> dict:
+    """`bench simulator --nodes` with the nodes' check replaced by one that says a line and
+    returns `rows`, as cluster_check's `simulator_rows` does."""
+    script = tmp_path / "cluster_check.py"
+    script.write_text(
+        "def simulator_rows(log_dir):\n"
+        "    print('simulator set to the probes between two nodes')\n"
+        f"    return {rows!r}\n"
+    )
+    monkeypatch.setattr(bench_simulator, "NODES_CHECK", script)
+    parser = argparse.ArgumentParser()
+    bench_simulator.add_arguments(parser)
+    return bench_simulator.run(parser.parse_args(["--nodes"]))
+
+
+def _node_row(ratio: float, judged: bool = True) -> dict:
+    row = {"algorithm": "ring", "world_size": 8, "bytes": 1 << 20, "real_seconds": 0.2}
+    return {**row, "simulated_over_real": ratio, "judged": judged}
+
+
+def test_bench_on_nodes_meets_its_target_only_when_every_judged_row_is_within_30_percent(
+    monkeypatch, tmp_path, capsys
+):
+    result = _nodes_bench(monkeypatch, tmp_path, [_node_row(0.72), _node_row(1.2)])
+    assert result["met"] is True and len(result["rows"]) == 2
+    assert "simulator set to the probes" in capsys.readouterr().out  # its output shows
+    assert _nodes_bench(monkeypatch, tmp_path, [_node_row(0.68)])["met"] is False
+    not_judged = [_node_row(0.1, judged=False)] * 3  # the cores, not the wire, set the time
+    assert _nodes_bench(monkeypatch, tmp_path, not_judged[:2])["met"] is True
+    assert _nodes_bench(monkeypatch, tmp_path, not_judged)["met"] is False
+
+
+def test_bench_on_nodes_says_where_the_check_is_when_it_is_missing(monkeypatch, tmp_path):
+    monkeypatch.setattr(bench_simulator, "NODES_CHECK", tmp_path / "absent" / "check.py")
+    with pytest.raises(SystemExit, match="clone of the course's repository"):
+        bench_simulator.run(argparse.Namespace(nodes=True))

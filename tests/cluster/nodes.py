@@ -87,10 +87,11 @@ def _shape(netns: list[str], device: str, rate_mbit: float) -> None:
     With one first-in-first-out queue, a node that sends and receives at once (a ring's or
     a butterfly's exchange) put its ACKs for the incoming flow behind its own outgoing
     data, up to a whole queue of it (1,000 packets, 121 ms at 100 Mbit/s). The peer then
-    waits for ACKs and both directions slow down: at N = 8 the butterfly at 4 MiB took 1.6 s
-    where its wire time is about 1.0 s. A real host's default queue (fq_codel, which this
-    kernel lacks) sends such sparse flows first; here packets shorter than 64 bytes (a bare
-    ACK) get a class of their own that goes first, within the same rate.
+    waits for ACKs and both directions slow down: at N = 8 on 100 Mbit/s links the butterfly
+    at 4 MiB took 1.6 s where its wire time is about 1.0 s. A real host's default queue
+    (fq_codel, which this kernel lacks) sends such sparse flows first; here TCP packets
+    shorter than 128 bytes (a bare ACK, with its SACK blocks) get a class of their own that
+    goes first, within the same rate.
     """
     on = [*netns, "tc"]
     rate, each = f"{rate_mbit:g}mbit", f"dev {device} parent 1:1 classid"
@@ -100,7 +101,7 @@ def _shape(netns: list[str], device: str, rate_mbit: float) -> None:
         f"class add {each} 1:10 htb rate {rate_mbit - 1:g}mbit ceil {rate} prio 1 quantum 1514",
         f"class add {each} 1:20 htb rate 1mbit ceil {rate} prio 0 quantum 1514",
         f"filter add dev {device} parent 1: protocol ip prio 1 u32 match ip protocol 6 0xff "
-        "match u16 0x0000 0xffc0 at 2 flowid 1:20",  # TCP, IP length < 64 bytes
+        "match u16 0x0000 0xff80 at 2 flowid 1:20",  # TCP, IP length < 128 bytes
     ):
         subprocess.run([*on, *command.split()], check=True)
 
