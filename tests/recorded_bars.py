@@ -2,7 +2,7 @@
 
 `record_bars` replaces `progress.bar` in this process: every bar opened here is kept with its
 total, how far it went and whether it was closed. `record_rank_bars` records what rank 0 of a
-launch sends to this process: its first state at once, then a state per hundredth of the total.
+launch sends to this process, with no delay and no throttle, so a quick run still sends it all.
 """
 
 from __future__ import annotations
@@ -40,8 +40,10 @@ def record_bars(monkeypatch) -> list[RecordedBar]:
 
 
 def record_rank_bars(monkeypatch) -> list[dict]:
-    """Every state rank 0's bars send to this process: each as it is drawn here."""
+    """Every state rank 0's bars send to this process (forked ranks inherit the settings)."""
     states: list[dict] = []
+    monkeypatch.setattr(progress, "DELAY", 0.0)
+    monkeypatch.setattr(progress, "INTERVAL", 0.0)
     monkeypatch.setattr(progress.Mirror, "__call__", lambda self, state: states.append(state))
     return states
 
