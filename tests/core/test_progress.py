@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shlex
 import sys
+import time
 
 import pytest
 import torch.distributed as dist
@@ -24,23 +25,39 @@ def test_outside_a_notebook_bars_are_silent_unless_asked():
     shown.close()
 
 
-def _a_bar_and_a_line() -> int:
-    with progress.bar(3, "steps", "step") as steps:
-        for _ in range(3):
-            steps.update(1)
-    print("done")
+def test_a_remote_bar_is_redrawn_by_its_mirror():
+    mirror = progress.Mirror(show=True)
+    remote = progress.RemoteBar(mirror, 4, "epochs", "epoch")
+    remote.started -= progress.DELAY  # as if it had run for a while
+    remote.update(1)
+    remote.set_postfix(loss=0.5)
+    remote.last_sent -= progress.INTERVAL
+    remote.update(2)
+    assert mirror.drawn.n == 3 and mirror.drawn.total == 4
+    remote.close()
+    assert mirror.drawn is None  # closed with the remote bar
+
+
+def _three_steps() -> int:
+    bar = progress.bar(3, "steps", "step", show=True)
+    bar.update(1)  # within the first second: not sent
+    time.sleep(progress.DELAY)
+    for _ in range(2):
+        bar.update(1)
+        time.sleep(progress.INTERVAL)
+    bar.close()
+    short = progress.bar(3, "short", "step", show=True)
+    short.update(3)
+    short.close()  # never sent, so never drawn
     return dist.get_rank()
 
 
-def test_rank_0_reports_its_bar_to_the_parent_and_the_others_stay_silent(monkeypatch, capfd):
+def test_rank_0_reports_its_bar_to_the_parent_and_the_others_stay_silent(monkeypatch):
     seen = []
     monkeypatch.setattr(progress.Mirror, "__call__", lambda self, state: seen.append(state))
-    assert launch(_a_bar_and_a_line, 2, backend="gloo") == [0, 1]
-    every_step_then_closed = [("steps", n, False) for n in range(4)] + [("steps", 3, True)]
-    assert [(s["desc"], s["n"], s.get("closed", False)) for s in seen] == every_step_then_closed
-    out, err = capfd.readouterr()
-    assert "[rank 0] done" in out and "[rank 1] done" in out  # what the ranks print still shows
-    assert progress.PREFIX not in out + err  # the bar's lines are drawn, never printed
+    assert launch(_three_steps, 2, backend="gloo") == [0, 1]
+    assert [s["n"] for s in seen] == [2, 3, 3] and seen[-1].get("closed")
+    assert {s["desc"] for s in seen} == {"steps"}  # one bar: rank 1 and the short run sent none
 
 
 def _fast(x: int = 0) -> dict:
