@@ -1,12 +1,12 @@
-"""Progress bars that show in the notebook, also for work that runs inside launched ranks.
+"""Progress bars that show in the notebook, also for work that runs in other processes.
 
-A bar is tqdm.auto's in the notebook's own process. A rank or a sweep trial cannot draw one
-(its output is a pipe, and a forked child must not talk to the kernel's widgets), so there
-a bar is either silent or, on a launch's rank 0, a `RemoteBar` that sends its state to the
-parent, which draws it (`ranks.rank_output`). A command the notebook runs (`sweep --json`,
-a torchrun job) writes its bar as lines on stderr when its parent sets `LINES_VAR`
-(`LineBar`), and the parent draws them (`Mirror.feed`). Bars appear by default only in a
-notebook; scripts and tests stay quiet unless they ask.
+A bar is tqdm.auto's in the notebook's own process. A launched rank, a sweep trial or a
+command the notebook runs (`sweep --json`, a torchrun job) cannot draw one (its output is a
+pipe, and a forked child must not talk to the kernel's widgets). There a bar is silent or,
+where the parent draws it (a launch's rank 0; a command whose parent sets `LINES_VAR`), a
+`LineBar`: its states go out as lines on stderr, and the parent draws them (`Mirror.feed`).
+One way through, whoever runs the work. Bars appear by default only in a notebook; scripts
+and tests stay quiet unless they ask.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable
 
 DELAY = 1.0  # seconds before a bar appears: short runs (local SGD's rounds) show none
 INTERVAL = 0.2  # seconds between two redraws at most
@@ -23,14 +22,20 @@ LINES_VAR = "COURSE_PROGRESS_LINES"  # set to "1" by a parent that draws this pr
 PREFIX = "course_utils progress: "  # starts a line that carries a bar's state
 BAR_KEY = "course_utils/progress"  # output metadata: the last line of a bar that was shown
 
-_sink: Callable[[dict], None] | None = None  # set inside a rank: where rank 0's bar goes
 _silent = False  # set inside a rank or a trial that must not draw
+_as_lines = False  # set inside a launch's rank 0, whose stderr its parent reads
 
 
-def send_to(sink: Callable[[dict], None] | None) -> None:
-    """Inside a child: bars report to `sink`, or draw nothing at all when it is None."""
-    global _sink, _silent
-    _sink, _silent = sink, sink is None
+def silence() -> None:
+    """Inside a child: its bars draw nothing."""
+    global _silent
+    _silent = True
+
+
+def send_as_lines() -> None:
+    """Inside a child whose parent reads its stderr and draws what it sends (`LineBar`)."""
+    global _silent, _as_lines
+    _silent, _as_lines = False, True
 
 
 def in_notebook() -> bool:
@@ -43,9 +48,7 @@ def bar(total: int | None, desc: str, unit: str = "it", show: bool | None = None
     """A bar for `total` steps: drawn here, sent to the parent, or a silent stand-in."""
     if _silent or show is False:
         return NullBar()
-    if _sink is not None:
-        return RemoteBar(_sink, total, desc, unit)
-    if os.environ.get(LINES_VAR) == "1":
+    if _as_lines or os.environ.get(LINES_VAR) == "1":
         return LineBar(total, desc, unit)
     if show is None and not in_notebook():
         return NullBar()
@@ -112,15 +115,19 @@ class NullBar:
         pass
 
 
-class RemoteBar(NullBar):
-    """A bar whose changes go to the parent as small dicts, which it draws.
+class LineBar(NullBar):
+    """A bar written as lines on stderr, for a parent that reads them (`Mirror.feed`).
 
-    Like tqdm's own `delay` and `mininterval`: nothing is sent in a run's first second, and
-    then at most five states a second, so thousands of short runs cost the pipe nothing.
+    Like tqdm's own `delay` and `mininterval`: nothing goes out in a bar's first `DELAY`,
+    then at most one state every `INTERVAL`, and a bar that sent nothing closes without a
+    word. So the hundreds of short launches of local SGD's rounds never reach the kernel
+    (a notebook bar made and taken away for each flooded nbval with display updates), a
+    loop of thousands of quick steps writes a few lines a second, and a sweep shows each
+    trial as it finishes.
     """
 
-    def __init__(self, sink, total, desc: str, unit: str):
-        self.sink, self.state = sink, {"total": total, "desc": desc, "unit": unit, "n": 0}
+    def __init__(self, total, desc: str, unit: str):
+        self.state = {"total": total, "desc": desc, "unit": unit, "n": 0}
         self.started, self.last_sent = time.monotonic(), None
 
     def update(self, n: int = 1) -> None:
@@ -128,7 +135,7 @@ class RemoteBar(NullBar):
         now = time.monotonic()
         late_enough = now - self.started >= DELAY
         if late_enough and (self.last_sent is None or now - self.last_sent >= INTERVAL):
-            self.sink(dict(self.state))
+            _write_line(self.state)
             self.last_sent = now
 
     def set_postfix(self, **values) -> None:
@@ -136,29 +143,7 @@ class RemoteBar(NullBar):
 
     def close(self) -> None:
         if self.last_sent is not None:  # the parent drew it: tell it the run is over
-            self.sink({**self.state, "closed": True})
-
-
-class LineBar(RemoteBar):
-    """A bar written as lines on stderr, for a parent that reads them (`Mirror.feed`).
-
-    Its first state goes out at once, so the parent can draw the bar before the first step
-    ends (a sweep's first trial takes many seconds); then one line per hundredth of the
-    total, however fast or slow the steps come: a loop of thousands of steps writes about a
-    hundred lines, and a sweep of six trials shows each one as it finishes.
-    """
-
-    def __init__(self, total, desc: str, unit: str):
-        super().__init__(_write_line, total, desc, unit)
-        self.every, self.sent_n = max(1, (total or 0) // 100), 0
-        self.sink(dict(self.state))
-        self.last_sent = self.started
-
-    def update(self, n: int = 1) -> None:
-        self.state["n"] += n
-        if abs(self.state["n"] - self.sent_n) >= self.every:
-            self.sink(dict(self.state))
-            self.sent_n = self.state["n"]
+            _write_line({**self.state, "closed": True})
 
 
 def _write_line(state: dict) -> None:
@@ -167,7 +152,7 @@ def _write_line(state: dict) -> None:
 
 
 class Mirror:
-    """The parent's side of a `RemoteBar`: the tqdm bar it draws from the states it gets."""
+    """The parent's side of a `LineBar`: the tqdm bar it draws from the states it reads."""
 
     def __init__(self, show: bool | None = None):
         self.show, self.drawn = show, None

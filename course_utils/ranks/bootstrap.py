@@ -156,7 +156,7 @@ def init_process_group(backend: str, timeout: float, init_method: str, rank=None
         backend, init_method=init_method, timeout=timedelta(seconds=timeout), **kwargs
     )
     if dist.get_rank() != 0:
-        progress.send_to(None)
+        progress.silence()
 
 
 TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR")

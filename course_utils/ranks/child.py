@@ -89,7 +89,7 @@ def rank_main(spec: RankSpec, r: int, result_conn, out_conn=None, err_conn=None)
             joined = True
             _wait_for_every_rank_to_join(result_conn)
             if r == 0:  # one bar per launch: rank 0's, drawn by the parent
-                progress.send_to(_progress_to(result_conn))
+                progress.send_as_lines()
         value = fn(*args, **kwargs)
         message = ("ok", _dumps_result(_to_cpu(value)))
     except BaseException as exc:  # noqa: BLE001 - everything must reach the parent
@@ -119,15 +119,6 @@ def _wait_for_every_rank_to_join(conn) -> None:
         conn.recv_bytes()
     except (EOFError, OSError):
         os._exit(1)  # the parent is gone: nobody is left to run for
-
-
-def _progress_to(conn):
-    """Rank 0's progress bar, as messages on the result pipe that the parent draws."""
-
-    def send(state: dict) -> None:
-        conn.send_bytes(pickle.dumps(("progress", state)))
-
-    return send
 
 
 def _dumps_result(value) -> bytes:

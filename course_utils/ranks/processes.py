@@ -191,7 +191,7 @@ def child_setup(
         os.dup2(stderr, 2)
     sys.stdout = open(1, "w", buffering=1, closefd=False, errors="replace")
     sys.stderr = open(2, "w", buffering=1, closefd=False, errors="replace")
-    progress.send_to(None)  # no bar of its own: a launch's rank 0 is given one by child.py
+    progress.silence()  # no bar of its own: a launch's rank 0 is given one by child.py
     rank_setup.cap_threads(threads)
 
 

@@ -50,8 +50,8 @@ def read_output(rk, fd: int) -> None:
     lines = (entry[1] + chunk).split(b"\n")
     entry[1] = lines.pop()
     for line in lines:
-        if is_gloo_noise(line):
-            continue
+        if is_gloo_noise(line) or rk.bar.feed(line.decode("utf-8", errors="replace")):
+            continue  # a bar's state (rank 0's `progress.LineBar`) is drawn, not printed
         rk.last_lines.append(line.decode("utf-8", errors="replace").rstrip("\r"))
         if rk.released:
             _emit(rk.rank, entry[0], line)
@@ -120,7 +120,8 @@ def _capture(rk, fd: int, sink: list) -> None:
         return
     lines = (entry[1] + chunk).split(b"\n")
     entry[1] = lines.pop()
-    sink.extend(line.decode("utf-8", errors="replace") for line in lines)
+    texts = (line.decode("utf-8", errors="replace") for line in lines)
+    sink.extend(text for text in texts if not rk.bar.feed(text))
 
 
 @contextlib.contextmanager

@@ -43,7 +43,7 @@ class RankHandle:
     joined: bool = False
     released: bool = False
     held: list = field(default_factory=list)  # (stream, line) printed before release
-    bar: progress.Mirror = field(default_factory=progress.Mirror)  # rank 0's progress, drawn here
+    bar: progress.Mirror = field(default_factory=progress.Mirror)  # draws rank 0's bar lines
     started: float = field(default_factory=time.perf_counter)
     last_lines: deque = field(default_factory=lambda: deque(maxlen=LAST_LINES))  # its last words
 
@@ -230,9 +230,6 @@ def _receive(rk: RankHandle, failures: dict) -> None:
         return
     if status == "joined":
         rk.joined = True
-        return
-    if status == "progress":
-        rk.bar(body)
         return
     rk.done = True
     if status == "ok":

@@ -6,6 +6,7 @@ import json
 import shlex
 import sys
 import time
+from types import SimpleNamespace
 
 import pytest
 import torch.distributed as dist
@@ -25,17 +26,27 @@ def test_outside_a_notebook_bars_are_silent_unless_asked():
     shown.close()
 
 
-def test_a_remote_bar_is_redrawn_by_its_mirror():
-    mirror = progress.Mirror(show=True)
-    remote = progress.RemoteBar(mirror, 4, "epochs", "epoch")
-    remote.started -= progress.DELAY  # as if it had run for a while
-    remote.update(1)
-    remote.set_postfix(loss=0.5)
-    remote.last_sent -= progress.INTERVAL
-    remote.update(2)
-    assert mirror.drawn.n == 3 and mirror.drawn.total == 4
-    remote.close()
-    assert mirror.drawn is None  # closed with the remote bar
+def test_a_line_bar_waits_its_first_second_then_sends_at_most_every_interval(monkeypatch, capsys):
+    now = [0.0]
+    monkeypatch.setattr(progress, "time", SimpleNamespace(monotonic=lambda: now[0]))
+    monkeypatch.setenv(progress.LINES_VAR, "1")
+    with progress.bar(3, "short", "step") as short:  # a run within its first second
+        short.update(3)
+    assert capsys.readouterr().err == ""  # sends nothing, not even its closing
+    steps = progress.bar(5, "epochs", "epoch")
+    assert isinstance(steps, progress.LineBar)
+    for at in (0.5, progress.DELAY, progress.DELAY + 0.1, progress.DELAY + 2 * progress.INTERVAL):
+        now[0] = at
+        steps.update(1)  # sent: the second and the fourth
+    steps.set_postfix(loss=0.5)
+    steps.close()
+    lines = capsys.readouterr().err.splitlines()
+    sent = [json.loads(line.removeprefix(progress.PREFIX)) for line in lines]
+    assert [(s["n"], s.get("closed", False)) for s in sent] == [(2, False), (4, False), (4, True)]
+    bars, mirror = record_bars(monkeypatch), progress.Mirror()
+    assert not mirror.feed("trial 2 failed: ValueError")  # not a bar's: the caller keeps it
+    assert all(mirror.feed(line) for line in lines)
+    assert (bars[0].total, bars[0].n, bars[0].closed) == (5, 4, True)
 
 
 def _three_steps() -> int:
@@ -49,15 +60,19 @@ def _three_steps() -> int:
     short = progress.bar(3, "short", "step", show=True)
     short.update(3)
     short.close()  # never sent, so never drawn
+    print("done")
     return dist.get_rank()
 
 
-def test_rank_0_reports_its_bar_to_the_parent_and_the_others_stay_silent(monkeypatch):
+def test_rank_0_reports_its_bar_to_the_parent_and_the_others_stay_silent(monkeypatch, capfd):
     seen = []
     monkeypatch.setattr(progress.Mirror, "__call__", lambda self, state: seen.append(state))
     assert launch(_three_steps, 2, backend="gloo") == [0, 1]
     assert [s["n"] for s in seen] == [2, 3, 3] and seen[-1].get("closed")
     assert {s["desc"] for s in seen} == {"steps"}  # one bar: rank 1 and the short run sent none
+    out, err = capfd.readouterr()
+    assert "[rank 0] done" in out and "[rank 1] done" in out  # what the ranks print still shows
+    assert progress.PREFIX not in out + err  # the bar's lines are drawn, never printed
 
 
 def _fast(x: int = 0) -> dict:
@@ -89,26 +104,9 @@ def test_a_bar_closes_when_its_block_ends_even_by_an_error(monkeypatch):
     assert bars[0].closed and bars[0].n == 1
 
 
-def test_a_line_bar_is_drawn_by_the_parent_that_reads_its_lines(monkeypatch, capsys):
-    monkeypatch.setenv(progress.LINES_VAR, "1")
-    for total in (3, 1000):  # a few slow steps: each one shown; thousands: about 100 lines
-        steps = progress.bar(total, "steps", "step")
-        assert isinstance(steps, progress.LineBar)
-        with steps:
-            for _ in range(total):
-                steps.update(1)
-        lines = capsys.readouterr().err.splitlines()
-        assert len(lines) == (total + 2 if total < 100 else 102)
-        bars, mirror = record_bars(monkeypatch), progress.Mirror()
-        assert not mirror.feed("trial 2 failed: ValueError")  # not a bar's: the caller keeps it
-        assert all(mirror.feed(line) for line in lines)
-        assert (bars[0].total, bars[0].n, bars[0].closed) == (total, total, True)
-        monkeypatch.undo()
-        monkeypatch.setenv(progress.LINES_VAR, "1")
-
-
 def test_the_sweep_command_draws_its_bar_of_trials_here(tmp_path, monkeypatch):
-    (tmp_path / "progress_test_trials.py").write_text("def square(x=0):\n    return {'loss': x}\n")
+    trials = "import time\ndef square(x=0):\n    time.sleep(0.6)\n    return {'loss': x}\n"
+    (tmp_path / "progress_test_trials.py").write_text(trials)  # 2 at a time: past DELAY
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))  # where the command imports the trial from
     path = tmp_path / "optim.config"
     config = {
