@@ -22,6 +22,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from ..core import progress
 from ..core.checks import Verdict, verdict
 from ..core.timing_claims import timing_claim
 from ..network import wire
@@ -74,10 +75,12 @@ def strong_scaling(
     profile's): per step, the slowest rank's compute (CPU time, one thread) and all-reduce."""
     link = wire.resolve(link, max(world_sizes), backend)  # one curve, one clock
     points = []
-    for n in world_sizes:
-        args = (global_batch // n, width, layers, steps, link)
-        compute, comm = max(launch(_scaling_rank, n, args=args, backend=backend))
-        points.append(ScalingPoint(n, global_batch, compute, comm))
+    with progress.bar(len(world_sizes), f"global batch {global_batch}", "launch") as bar:
+        for n in world_sizes:  # each launch too short for rank 0's own bar to show
+            args = (global_batch // n, width, layers, steps, link)
+            compute, comm = max(launch(_scaling_rank, n, args=args, backend=backend))
+            points.append(ScalingPoint(n, global_batch, compute, comm))
+            bar.update(1)
     return points
 
 
