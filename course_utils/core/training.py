@@ -24,7 +24,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from . import progress as progress_bars
+from . import progress
 from .history import History, PhaseClock, Phases
 from .loaders import as_tensors, set_epoch, tensor_loader
 
@@ -283,6 +283,6 @@ def _model_device(model: nn.Module) -> torch.device:
     return first.device if first is not None else torch.device("cpu")
 
 
-def _progress_bar(epochs: int | None, progress: bool | None):
+def _progress_bar(epochs: int | None, show: bool | None):
     """Epochs done; by default in a notebook only (inside a rank, rank 0's goes to the parent)."""
-    return progress_bars.bar(epochs, "epochs", "epoch", show=progress)
+    return progress.bar(epochs, "epochs", "epoch", show=show)

@@ -18,8 +18,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.nn.utils import parameters_to_vector
 from torch.utils.data import BatchSampler, DataLoader, Dataset, Sampler
 
-from ..core import data as course_data
-from ..core import models
+from ..core import data, models
 from ..core.own_answers import mark, own_answer
 from ..core.training import Recipe, train
 from ..parallel import data_parallel
@@ -88,20 +87,20 @@ def twin_loader(dataset: Dataset, world_size: int, per_rank_batch: int, seed: in
 
 def rank_loader(dataset: Dataset, per_rank_batch: int, seed: int = 0):
     """This rank's shard through DistributedSampler, as the report and DDP's docs do it."""
-    return course_data.shard_loader(
-        dataset, per_rank_batch, shuffle=True, seed=seed, drop_last=True
-    )
+    return data.shard_loader(dataset, per_rank_batch, shuffle=True, seed=seed, drop_last=True)
 
 
-def load_data(setup: Setup) -> course_data.Data:
+def load_data(setup: Setup) -> data.Data:
     if setup.dataset == "mnist1d":
-        return course_data.mnist1d(setup.num_samples)
-    return course_data.load(setup.dataset)
+        return data.mnist1d(setup.num_samples)
+    return data.load(setup.dataset)
 
 
-def build_model(setup: Setup, data: course_data.Data, where=None) -> nn.Module:
+def build_model(setup: Setup, dataset: data.Data, where=None) -> nn.Module:
     """Every rank and the twin build the same weights from the same seed."""
-    model = models.build(setup.model, data.input_shape, data.num_classes, setup.hidden, setup.seed)
+    model = models.build(
+        setup.model, dataset.input_shape, dataset.num_classes, setup.hidden, setup.seed
+    )
     return model.to(where or "cpu")
 
 

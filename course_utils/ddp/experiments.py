@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from ..core import data as course_data
+from ..core import data
 from ..core.training import Evaluation, History, Recipe, tensor_loader, train
 from ..lr_scaling.experiments import scaled_lr
 from ..network import wire
@@ -24,7 +24,7 @@ from .equivalence import Setup, build_model, load_data, wrap
 
 def _splits(setup: Setup):
     d = load_data(setup)
-    train_set, val_set = course_data.train_val_split(d.train, 0.2, seed=setup.seed)
+    train_set, val_set = data.train_val_split(d.train, 0.2, seed=setup.seed)
     return d, train_set, val_set
 
 
@@ -34,11 +34,11 @@ def ddp_training(setup: Setup, epochs: int) -> History:
     model = wrap(build_model(setup, d, device()))
     return train(
         model,
-        course_data.shard_loader(train_set, setup.per_rank_batch, seed=setup.seed, drop_last=True),
+        data.shard_loader(train_set, setup.per_rank_batch, seed=setup.seed, drop_last=True),
         Recipe(epochs=epochs, lr=setup.lr, seed=setup.seed),
         Evaluation(
-            val_loader=course_data.shard_loader(val_set, 500, shuffle=False),
-            test_loader=course_data.shard_loader(d.test, 500, shuffle=False),
+            val_loader=data.shard_loader(val_set, 500, shuffle=False),
+            test_loader=data.shard_loader(d.test, 500, shuffle=False),
         ),
     )
 

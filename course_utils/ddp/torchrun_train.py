@@ -21,8 +21,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from ..core import data as course_data
-from ..core import models, profiles, progress
+from ..core import data, models, profiles, progress
 from ..core.training import Evaluation, Recipe, train
 from ..ranks.bootstrap import join_from_torchrun, leave
 from ..ranks.examples import whoami
@@ -79,11 +78,11 @@ class CountingLoader:
 def run(args: argparse.Namespace) -> dict:
     """Train this rank's replica; returns its view of the run (the metrics are global)."""
     where = join_from_torchrun(args.backend)
-    d = course_data.load(args.dataset)
-    train_set, val_set = course_data.train_val_split(d.train, 0.2, seed=args.seed)
+    d = data.load(args.dataset)
+    train_set, val_set = data.train_val_split(d.train, 0.2, seed=args.seed)
     model = models.build(args.model, d.input_shape, d.num_classes, seed=args.seed).to(where)
     loader = CountingLoader(
-        course_data.shard_loader(train_set, args.per_rank_batch, seed=args.seed, drop_last=True)
+        data.shard_loader(train_set, args.per_rank_batch, seed=args.seed, drop_last=True)
     )
     updates = args.epochs * len(loader)
     ranks = dist.get_world_size()
@@ -93,8 +92,8 @@ def run(args: argparse.Namespace) -> dict:
             loader,
             Recipe(epochs=args.epochs, lr=args.lr, device=where, progress=False),
             Evaluation(
-                val_loader=course_data.shard_loader(val_set, 512, shuffle=False),
-                test_loader=course_data.shard_loader(d.test, 512, shuffle=False),
+                val_loader=data.shard_loader(val_set, 512, shuffle=False),
+                test_loader=data.shard_loader(d.test, 512, shuffle=False),
             ),
             after_step=lambda steps, loss: bar.update(1),
         )

@@ -23,8 +23,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from ..core import data as course_data
-from ..core import models
+from ..core import data, models
 from ..core.backends import GLOO
 from ..core.errors import LaunchError
 from ..core.training import Recipe, train
@@ -62,7 +61,7 @@ def config_from(sizes, **changes) -> RunConfig:
 
 
 def training_tensors(cfg: RunConfig) -> tuple[torch.Tensor, torch.Tensor]:
-    x, y = course_data.mnist1d().train.tensors
+    x, y = data.mnist1d().train.tensors
     return x[: cfg.train_samples], y[: cfg.train_samples]
 
 
