@@ -78,7 +78,9 @@ def strong_scaling(
     with progress.bar(len(world_sizes), f"global batch {global_batch}", "launch") as bar:
         for n in world_sizes:  # each launch too short for rank 0's own bar to show
             args = (global_batch // n, width, layers, steps, link)
-            compute, comm = max(launch(_scaling_rank, n, args=args, backend=backend))
+            per_rank = launch(_scaling_rank, n, args=args, backend=backend)
+            compute = max(c for c, _ in per_rank)  # the all-reduce waits for the last backward
+            comm = max(m for _, m in per_rank)  # and the step for the last rank out of it
             points.append(ScalingPoint(n, global_batch, compute, comm))
             bar.update(1)
     return points

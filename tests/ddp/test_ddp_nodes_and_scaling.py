@@ -136,6 +136,13 @@ def test_strong_scaling_measures_compute_and_the_link():
     assert scaling_charts.layout_prediction(measured, predicted, lecture, SLOW.label)
 
 
+def test_strong_scaling_takes_the_slowest_compute_and_the_slowest_all_reduce(monkeypatch):
+    per_rank = [(0.002, 0.005), (0.003, 0.001)]  # rank 1 computes longest, rank 0 sends longest
+    monkeypatch.setattr(scaling, "launch", lambda *args, **kwargs: per_rank)
+    (point,) = scaling.strong_scaling((2,), 256, link=SLOW)
+    assert (point.compute, point.communication) == (0.003, 0.005)
+
+
 def test_strong_scaling_title_calls_a_tie_a_tie():
     """04 once titled 1.33x against 1.33x '4 ranks are fastest'."""
     tie = points(32768, {1: (120, 0), 2: (60, 30), 4: (30, 60)})  # 1.33x and 1.33x
