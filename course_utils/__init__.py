@@ -19,18 +19,3 @@ from .core.source import show
 from .ranks.launch import launch, live_children
 
 __version__ = "0.1.0"
-
-__all__ = [
-    "LaunchError",
-    "checks",
-    "data",
-    "launch",
-    "live_children",
-    "models",
-    "parallel",
-    "profiles",
-    "published",
-    "show",
-    "training",
-    "verdict",
-]

@@ -31,31 +31,3 @@ from .exercises import check_ring, check_tree
 from .explorer import step_through
 from .link_charts import bus_bandwidth_sweep, simulator_against_real, time_against_ranks
 from .runs import BUILTIN, compare_with_builtin, pingpong, time_allreduce, traced_run
-
-__all__ = [
-    "ALGORITHMS",
-    "BUILTIN",
-    "allreduce_round",
-    "allreduce_rounds",
-    "allreduce_timings",
-    "bus_bandwidth_sweep",
-    "bytes_per_rank_bars",
-    "charts",
-    "check_ring",
-    "check_tree",
-    "compare_with_builtin",
-    "cost_model",
-    "counted_verdicts",
-    "exercises",
-    "link_dial",
-    "pingpong",
-    "pingpong_fit",
-    "simulator_against_real",
-    "simulator_check",
-    "step_through",
-    "time_against_ranks",
-    "time_allreduce",
-    "traced_run",
-    "verdicts",
-    "walkthrough_verdicts",
-]

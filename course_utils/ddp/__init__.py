@@ -26,36 +26,3 @@ from .equivalence import equivalence as run_equivalence
 from .exercises import check_average_gradients, check_updates_per_epoch
 from .experiments import compare_with_single, lr_scaling, split_global_batch
 from .overlap import overlap_saving
-
-__all__ = [
-    "Setup",
-    "accuracy_vs_effective_batch",
-    "average_gradients",
-    "backward_overlap",
-    "bare_allreduce",
-    "charts",
-    "check_average_gradients",
-    "check_updates_per_epoch",
-    "compare_with_single",
-    "compute_vs_communication",
-    "curves_overlaid",
-    "data_parallel_vs_one_device",
-    "exercises",
-    "lr_scaling",
-    "measure",
-    "measure_single",
-    "overlap_saving",
-    "overlap_saving_bars",
-    "overlap_timeline",
-    "profiled_timeline",
-    "scaling",
-    "scaling_charts",
-    "trace",
-    "replica_verdicts",
-    "run_equivalence",
-    "split_global_batch",
-    "standard_variants",
-    "verdicts",
-    "step_breakdown",
-    "step_losses",
-]

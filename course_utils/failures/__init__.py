@@ -22,27 +22,3 @@ from .exercises import check_resume, check_slowest_rank
 from .resharding import reshard
 from .resume import RunConfig, config_from, kill_and_resume
 from .young import lost_time, time_intervals, young_interval
-
-__all__ = [
-    "RunConfig",
-    "charts",
-    "check_resume",
-    "check_slowest_rank",
-    "checkpoint_interval",
-    "compare_ranks",
-    "config_from",
-    "elastic_restart",
-    "exercises",
-    "find_hung_rank",
-    "first_disagreement",
-    "kill_and_resume",
-    "lost_time",
-    "reshard",
-    "resume_timeline",
-    "shard_layout",
-    "straggler_table",
-    "time_intervals",
-    "time_ranks",
-    "verdicts",
-    "young_interval",
-]

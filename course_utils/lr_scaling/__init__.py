@@ -21,27 +21,3 @@ from .experiments import (
     warmup_for,
 )
 from .limits import controls, summarize
-
-__all__ = [
-    "RULES",
-    "RULE_LABELS",
-    "accuracy_vs_batch",
-    "base_config",
-    "controls",
-    "controls_config",
-    "limits",
-    "rule_lr",
-    "charts",
-    "check_curve_distance",
-    "check_warmup_lr",
-    "curves_by_rule",
-    "exercises",
-    "scaled_lr",
-    "summarize",
-    "sweep_config",
-    "train_split",
-    "trial_for",
-    "verdicts",
-    "warmup_for",
-    "warmup_rescue",
-]

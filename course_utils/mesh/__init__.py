@@ -21,26 +21,3 @@ from .plan_model import cluster, model
 from .plan_widget import planner_widget
 from .planner import evaluate, plan
 from .stage_exercises import check_stage_boundaries
-
-__all__ = [
-    "bytes_formula",
-    "bytes_lines",
-    "check_memory_per_rank",
-    "check_mesh_groups",
-    "check_planner",
-    "check_stage_boundaries",
-    "cluster",
-    "evaluate",
-    "mesh_charts",
-    "mesh_groups",
-    "mesh_verdicts",
-    "model",
-    "plan",
-    "plan_check",
-    "planner_verdicts",
-    "planner_vs_runs",
-    "planner_widget",
-    "published",
-    "run_mesh",
-    "train_mesh",
-]

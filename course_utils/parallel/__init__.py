@@ -42,16 +42,3 @@ from . import (
     zero,
     zero3,
 )
-
-__all__ = [
-    "allreduce",
-    "context_parallel",
-    "data_parallel",
-    "expert_parallel",
-    "parameter_server",
-    "pipeline",
-    "sequence_parallel",
-    "tensor_parallel",
-    "zero",
-    "zero3",
-]

@@ -30,29 +30,3 @@ from .runs import (
     traffic,
 )
 from .server import WorkerLost
-
-__all__ = [
-    "AveragingConfig",
-    "WorkerLost",
-    "allreduce_training",
-    "averaging_accuracy",
-    "charts",
-    "check_server_bytes",
-    "check_staleness",
-    "evaluate",
-    "exercises",
-    "loss_by_epochs",
-    "lr_sensitivity",
-    "ps_loss_curves",
-    "ps_traffic",
-    "run_local_sgd",
-    "run_parameter_server",
-    "scaling",
-    "serial_twin",
-    "server_config",
-    "staleness_histogram",
-    "traffic",
-    "tuning",
-    "updates_by_worker",
-    "verdicts",
-]

@@ -18,14 +18,3 @@ from .examples import spread_over_nodes, sum_of_ranks, whoami
 from .exercises import check_largest_square
 from .launch import live_children
 from .local_nodes import TorchrunJob, run_local_nodes, torchrun_command
-
-__all__ = [
-    "TorchrunJob",
-    "check_largest_square",
-    "live_children",
-    "run_local_nodes",
-    "spread_over_nodes",
-    "sum_of_ranks",
-    "torchrun_command",
-    "whoami",
-]

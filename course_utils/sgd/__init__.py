@@ -19,27 +19,3 @@ from .gradient_noise import measure as measure_gradient_noise
 from .sweep import SweepConfigError, SweepResult, read_config, train_trial
 from .sweep import run as run_sweep
 from .sweep import run_command as run_sweep_command
-
-__all__ = [
-    "SweepConfigError",
-    "SweepResult",
-    "read_config",
-    "charts",
-    "critical_batch",
-    "epoch_time",
-    "check_sgd_epoch",
-    "check_sweep_config",
-    "check_updates_per_epoch",
-    "exercises",
-    "gd_sgd_minibatch",
-    "measure_gradient_noise",
-    "noise_vs_batch",
-    "run_sweep",
-    "run_sweep_command",
-    "runtime_and_accuracy",
-    "search_speed",
-    "steps_to_target",
-    "sweep_timeline",
-    "train_trial",
-    "trajectory",
-]

@@ -22,34 +22,3 @@ from .experiments import (
 )
 from .landscape import epsilon_sharpness, loss_along_line, top_hessian_eigenvalue
 from .results import by_arm, gaps, points, table
-
-__all__ = [
-    "ARMS",
-    "along_line",
-    "arms",
-    "build_model",
-    "by_arm",
-    "charts",
-    "check_box_sharpness",
-    "check_top_eigenvalue",
-    "epsilon_sharpness",
-    "exercises",
-    "gaps",
-    "label",
-    "line_alphas",
-    "line_between_solutions",
-    "loss_along_line",
-    "lr_of",
-    "points",
-    "problem",
-    "results",
-    "sharpness_by_arm",
-    "sweep_config",
-    "sweep_configs",
-    "table",
-    "top_hessian_eigenvalue",
-    "trial_for",
-    "valley_width",
-    "verdicts",
-    "with_weights",
-]

@@ -21,28 +21,3 @@ from .data_parallel import train_batch_split
 from .tp_exercises import check_f_and_g
 from .tp_formulas import block_bytes, layernorm_bytes_saved
 from .tp_runs import bytes_per_block, measure_memory, train_and_compare
-
-__all__ = [
-    "FABRICS",
-    "block_bytes",
-    "bytes_per_block",
-    "charts",
-    "check_block_mask",
-    "check_combine",
-    "check_f_and_g",
-    "check_merge",
-    "comparison",
-    "count_communication",
-    "cp_ep_charts",
-    "cp_ep_verdicts",
-    "every_row_matches_its_formula",
-    "layernorm_bytes_saved",
-    "measure_memory",
-    "moe_runs",
-    "ring_runs",
-    "tp_charts",
-    "tp_verdicts",
-    "train_and_compare",
-    "train_batch_split",
-    "work_by_layout",
-]
