@@ -7,7 +7,7 @@ import math
 import matplotlib.pyplot as plt
 from matplotlib.patches import FancyArrowPatch, Rectangle
 
-from ..core.style import PALETTE, new_figure
+from ..core.style import PALETTE, finished, new_figure
 from .algorithms import ALGORITHMS, POWER_OF_TWO
 
 _OURS = [*ALGORITHMS, *POWER_OF_TWO]
@@ -32,12 +32,6 @@ def _label(name: str) -> str:
 def legend_outside(ax, fontsize: float = 7) -> None:
     """The legend right of the axes, where it covers no line; `tight_layout` makes room."""
     ax.legend(fontsize=fontsize, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
-
-
-def _shown_once(fig):
-    """Let go of pyplot's handle: the notebook shows the returned figure, not a second copy."""
-    plt.close(fig)
-    return fig
 
 
 def allreduce_round(traces: list, index: int, ax=None, title: str | None = None):
@@ -85,7 +79,7 @@ def allreduce_round(traces: list, index: int, ax=None, title: str | None = None)
     ax.set_ylim(-0.3, world)
     ax.set_axis_off()
     ax.set_title(title or f"round {index}: {traces[0].rounds[index].label}", fontsize=9)
-    return _shown_once(fig) if own else fig
+    return finished(fig) if own else fig
 
 
 def _values_at(traces: list, index: int) -> list[list]:
@@ -113,8 +107,7 @@ def allreduce_rounds(traces: list, name: str, columns: int = 4):
         f"{_label(name)} on {len(traces)} ranks: {holds} the sum after {count - 1} rounds",
         fontsize=11,
     )
-    fig.tight_layout()
-    return _shown_once(fig)
+    return finished(fig)
 
 
 def _number(value) -> str:
@@ -138,7 +131,7 @@ def pingpong_fit(nbytes: list, seconds: list, model, subtitle: str = ""):
         fontsize=9,
     )
     ax.legend(loc="upper left")  # the curve rises to the right: this corner stays empty
-    return _shown_once(fig)
+    return finished(fig)
 
 
 def bytes_per_rank_bars(table: dict, floor: dict):
@@ -171,8 +164,7 @@ def bytes_per_rank_bars(table: dict, floor: dict):
             title += f";\nat N = {', '.join(map(str, every))} every algorithm does"
     ax.set_title(title)
     legend_outside(ax, fontsize=8)
-    fig.tight_layout()
-    return _shown_once(fig)
+    return finished(fig)
 
 
 def allreduce_timings(nbytes: list, measured: dict, predicted: dict, subtitle: str = ""):
@@ -201,5 +193,4 @@ def allreduce_timings(nbytes: list, measured: dict, predicted: dict, subtitle: s
         f"the {_label(last)} for the largest\n{subtitle}",
         fontsize=10,
     )
-    fig.tight_layout()
-    return _shown_once(fig)
+    return finished(fig)

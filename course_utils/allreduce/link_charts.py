@@ -6,9 +6,7 @@ chart was measured on goes in its subtitle.
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
-
-from ..core.style import PALETTE, new_figure
+from ..core.style import PALETTE, finished, new_figure
 from .charts import _label, _style, legend_outside
 from .simulator_check import medians, ratios
 from .verdicts import bus_bandwidth, growth
@@ -40,9 +38,7 @@ def time_against_ranks(by_n: dict, nbytes: int, index: int = -1, subtitle: str =
     worlds = sorted(by_n)
     parts = ", ".join(f"{_label(k)} x{v:.1f}" for k, v in grown.items() if k != "builtin")
     ax.set_title(f"From N = {worlds[0]} to {worlds[-1]}: {parts}\n{subtitle}", fontsize=9)
-    fig.tight_layout()
-    plt.close(fig)
-    return fig
+    return finished(fig)
 
 
 def simulator_against_real(checks: list[dict], nbytes: list, world: int):
@@ -67,9 +63,7 @@ def simulator_against_real(checks: list[dict], nbytes: list, world: int):
         f"real clock: gloo on loopback; {checks[0]['link'].label} (the first fit)",
         fontsize=9,
     )
-    fig.tight_layout()
-    plt.close(fig)
-    return fig
+    return finished(fig)
 
 
 def bus_bandwidth_sweep(curves: dict, world: int, link_rate: float | None = None):
@@ -102,9 +96,7 @@ def bus_bandwidth_sweep(curves: dict, world: int, link_rate: float | None = None
     emulated = [link for link, _ in curves if "real" not in link][:1]
     title = [f"The ring's bus bandwidth on {world} ranks", *lines, *emulated]
     fig.suptitle("\n".join(title), fontsize=9)
-    fig.tight_layout()
-    plt.close(fig)
-    return fig
+    return finished(fig)
 
 
 def _size(nbytes: float) -> str:

@@ -23,3 +23,11 @@ def new_figure(ncols: int = 1, nrows: int = 1, width: float = 5.0, height: float
     """A figure and its axes (a flat list), sized for a notebook column."""
     fig, axes = plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows), squeeze=False)
     return fig, list(axes.flat)
+
+
+def finished(fig, rect=None):
+    """`fig` laid out (inside `rect`, in figure fractions) and let go of by pyplot: the
+    notebook shows the returned figure once, as the cell's result, not a second copy."""
+    fig.tight_layout(rect=rect)
+    plt.close(fig)
+    return fig

@@ -2,15 +2,7 @@
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
-
-from ..core.style import PALETTE, new_figure
-
-
-def _done(fig):
-    fig.tight_layout()
-    plt.close(fig)  # returned, shown once by the notebook
-    return fig
+from ..core.style import PALETTE, finished, new_figure
 
 
 def step_losses(single: list[float], ranks: list[list[float]], title: str):
@@ -29,7 +21,7 @@ def step_losses(single: list[float], ranks: list[list[float]], title: str):
     ax.plot(mean, color=PALETTE[1], lw=1.5, ls="--", label="mean over the ranks")
     ax.set(xlabel="update", ylabel="training loss (cross-entropy)", title=title)
     ax.legend()
-    return _done(fig)
+    return finished(fig)
 
 
 def curves_overlaid(curves: dict[str, list[float]], ylabel: str, title: str):
@@ -48,7 +40,7 @@ def curves_overlaid(curves: dict[str, list[float]], ylabel: str, title: str):
         )
     ax.set(xlabel="epoch", ylabel=ylabel, title=title)
     ax.legend()
-    return _done(fig)
+    return finished(fig)
 
 
 def accuracy_vs_effective_batch(rows, title: str):
@@ -63,7 +55,7 @@ def accuracy_vs_effective_batch(rows, title: str):
     ax.set_xscale("log", base=2)
     ax.set(xlabel="effective batch (ranks x per-rank batch)", ylabel="test accuracy", title=title)
     ax.legend()
-    return _done(fig)
+    return finished(fig)
 
 
 def step_breakdown(times, title: str):
@@ -81,7 +73,7 @@ def step_breakdown(times, title: str):
     ax.invert_yaxis()
     ax.set(xlabel="seconds per 1000 samples (all ranks together)", title=title)
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False)
-    return _done(fig)
+    return finished(fig)
 
 
 def compute_vs_communication(rows, title: str):
@@ -112,7 +104,7 @@ def compute_vs_communication(rows, title: str):
         title=title,
     )
     ax.legend()
-    return _done(fig)
+    return finished(fig)
 
 
 def backward_overlap(timeline: dict, title: str):
@@ -141,7 +133,7 @@ def backward_overlap(timeline: dict, title: str):
     ax.set_ylim(-0.6, 1.6)
     ax.set(xlabel="milliseconds since backward() started", title=title)
     ax.legend(loc="upper right")
-    return _done(fig)
+    return finished(fig)
 
 
 def overlap_saving_bars(result: dict):
@@ -162,7 +154,7 @@ def overlap_saving_bars(result: dict):
         fontsize=9,
     )
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.35), ncol=3, frameon=False)
-    return _done(fig)
+    return finished(fig)
 
 
 def profiled_timeline(traces: dict[str, list[dict]], title: str):
@@ -186,7 +178,7 @@ def profiled_timeline(traces: dict[str, list[dict]], title: str):
     ax.invert_yaxis()
     ax.set(xlabel="milliseconds since the profiled step began")
     ax.set_title(title, fontsize=9)
-    return _done(fig)
+    return finished(fig)
 
 
 def comparison_title(curves: dict[str, list[float]], reference: str) -> str:

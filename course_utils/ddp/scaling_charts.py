@@ -6,8 +6,7 @@ compute and communication were measured.
 
 from __future__ import annotations
 
-from ..core.style import PALETTE, new_figure
-from .charts import _done
+from ..core.style import PALETTE, finished, new_figure
 from .scaling import speedup
 
 
@@ -52,7 +51,7 @@ def strong_scaling_chart(runs: dict, link_label: str):
         "communication: wall time on the link",
         fontsize=9,
     )
-    return _done(fig)
+    return finished(fig)
 
 
 def layout_prediction(measured: dict, predicted: dict, lecture: dict, link_label: str):
@@ -84,4 +83,4 @@ def layout_prediction(measured: dict, predicted: dict, lecture: dict, link_label
         f"{sum(lecture[slow]) / sum(lecture[fast]):.0f}x faster than {slow}\n{link_label}",
         fontsize=9,
     )
-    return _done(fig)
+    return finished(fig)

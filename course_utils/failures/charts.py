@@ -3,9 +3,7 @@ each rank held before and after resharding, a straggler."""
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
-
-from ..core.style import PALETTE, new_figure
+from ..core.style import PALETTE, finished, new_figure
 
 
 def resume_timeline(run, title: str | None = None):
@@ -32,8 +30,7 @@ def resume_timeline(run, title: str | None = None):
         f"{run.kill_at - start} updates redone, losses {same}"
     )
     ax.legend(fontsize=8)
-    plt.close(fig)  # shown once, as the cell's result
-    return fig
+    return finished(fig)
 
 
 def checkpoint_interval(young: dict, title: str | None = None):
@@ -53,8 +50,7 @@ def checkpoint_interval(young: dict, title: str | None = None):
         title or f"least time lost at k = {best}; Young predicts k ≈ {young['young_steps']:.0f}"
     )
     ax.legend(fontsize=8)
-    plt.close(fig)  # shown once, as the cell's result
-    return fig
+    return finished(fig)
 
 
 def shard_layout(run: dict, title: str | None = None):
@@ -84,9 +80,7 @@ def shard_layout(run: dict, title: str | None = None):
         f"{saved}, {rows[loaded, first][0]} on rank 0 of {loaded}",
         fontsize=10,
     )
-    fig.tight_layout()
-    plt.close(fig)  # shown once, as the cell's result
-    return fig
+    return finished(fig)
 
 
 def straggler_table(table: dict, title: str | None = None):
@@ -103,5 +97,4 @@ def straggler_table(table: dict, title: str | None = None):
     slow = max(ranks, key=lambda r: table[r]["work"])
     ax.set_title(title or f"rank {slow} works longest; every other rank waits for it")
     ax.legend(fontsize=8)
-    plt.close(fig)  # shown once, as the cell's result
-    return fig
+    return finished(fig)

@@ -5,9 +5,7 @@ from __future__ import annotations
 import math
 import textwrap
 
-import matplotlib.pyplot as plt
-
-from ..core.style import PALETTE, new_figure
+from ..core.style import PALETTE, finished, new_figure
 
 _CAP = 10.0  # losses above this (or not finite) are drawn at it: a diverged run stays visible
 
@@ -43,9 +41,7 @@ def curves_by_rule(curves: dict, titles: dict):
         ax.set_title(textwrap.fill(titles.get(rule, rule), 44), fontsize=10)
     axes[0].set_ylabel("mean mini-batch loss of the epoch (log)")
     axes[-1].legend(fontsize=8)
-    fig.tight_layout()
-    plt.close(fig)
-    return fig
+    return finished(fig)
 
 
 def warmup_rescue(scaled: dict, warmup: dict, base_curve, title: str = ""):
@@ -79,9 +75,7 @@ def warmup_rescue(scaled: dict, warmup: dict, base_curve, title: str = ""):
     ax.set_ylabel("mean mini-batch loss of the epoch (log)")
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    fig.tight_layout()
-    plt.close(fig)
-    return fig
+    return finished(fig)
 
 
 def accuracy_vs_batch(batch_sizes, accuracy: dict, labels: dict, limit=None, title: str = ""):
@@ -116,6 +110,4 @@ def accuracy_vs_batch(batch_sizes, accuracy: dict, labels: dict, limit=None, tit
     ax.set_ylim(0, 100)
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    plt.close(fig)
-    return fig
+    return finished(fig)

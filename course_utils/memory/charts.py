@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
-
-from ..core.style import PALETTE, new_figure
+from ..core.style import PALETTE, finished, new_figure
 from .formulas import comm_multiple
 
 KINDS = ("params", "grads", "optimizer", "activations", "working set")
@@ -17,12 +15,6 @@ _LABELS = {
     "working set": "working set (gathered layer, full gradient, Adam's temporaries)",
 }
 MB = 1e6
-
-
-def _shown_once(fig):
-    """Let go of pyplot's handle: the notebook shows the returned figure, not a second copy."""
-    plt.close(fig)
-    return fig
 
 
 def _stack(ax, x, parts: dict, width: float = 0.7, labels: bool = True) -> None:
@@ -48,7 +40,7 @@ def anatomy_bars(rows: list[dict]):
         fontsize=10,
     )
     ax.legend(fontsize=8)
-    return _shown_once(fig)
+    return finished(fig)
 
 
 def zero_bytes(rows: list[dict]):
@@ -70,8 +62,7 @@ def zero_bytes(rows: list[dict]):
     fig.suptitle(
         f"On {worlds[-1]} ranks ZeRO-{stages[-1]} keeps {ddp / last:.1f}x less per rank than DDP"
     )
-    fig.tight_layout()
-    return _shown_once(fig)
+    return finished(fig)
 
 
 def _held(rows, world, stage) -> float:
@@ -101,8 +92,7 @@ def zero_peaks(rows: list[dict]):
         f"On {worlds[-1]} ranks: least between steps {_stage_name(held['stage'])}, least at "
         f"the peak {_stage_name(least['stage'])} ({least['peak'] / MB:.2f} MB)"
     )
-    fig.tight_layout()
-    return _shown_once(fig)
+    return finished(fig)
 
 
 def _peak_row(rows, world, stage) -> dict:
@@ -135,8 +125,7 @@ def zero_traffic(rows: list[dict]):
     axes[0].legend(fontsize=7)
     axes[0].set_title("traffic per rank (ticks: formula)", fontsize=10)
     axes[1].set_title("step time (real loopback, shared cores)", fontsize=10)
-    fig.tight_layout()
-    return _shown_once(fig)
+    return finished(fig)
 
 
 def fsdp_timeline(events: list, title: str | None = None):
@@ -155,7 +144,7 @@ def fsdp_timeline(events: list, title: str | None = None):
     ax.set_xlabel("ms since the step began (numbers: the layer)")
     early = len({layer for k, layer, *_ in events if k == "prefetch"})
     ax.set_title(title or f"FSDP2 issued {early} of its backward all-gathers early (prefetch)")
-    return _shown_once(fig)
+    return finished(fig)
 
 
 def precision_panels(under: dict, sums: dict):
@@ -171,8 +160,7 @@ def precision_panels(under: dict, sums: dict):
     axes[1].set_ylabel("sum of the small values")
     axes[1].set_title(f"fp16 stops at {sums['fp16_sum']:g} of {sums['exact_sum']:g}", fontsize=10)
     axes[1].legend(fontsize=8)
-    fig.tight_layout()
-    return _shown_once(fig)
+    return finished(fig)
 
 
 def checkpoint_curve(rows: list[dict]):
@@ -201,7 +189,7 @@ def checkpoint_curve(rows: list[dict]):
         f" {least['step_seconds'] / most['step_seconds'] - 1:.0%} more time",
         fontsize=10,
     )
-    return _shown_once(fig)
+    return finished(fig)
 
 
 def state_by_stage(
@@ -226,5 +214,5 @@ def state_by_stage(
     ax.set_ylabel("GB per rank")
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
-    ax.figure.tight_layout()  # the legend beside the bars stays inside the figure
-    return _shown_once(ax.figure) if own else ax.figure
+    # laid out, so that the legend beside the bars stays inside the figure
+    return finished(ax.figure) if own else ax.figure

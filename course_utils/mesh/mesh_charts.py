@@ -8,9 +8,7 @@ bytes each end sends over that dimension per step, from the run's logs.
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
-
-from ..core.style import PALETTE, new_figure
+from ..core.style import PALETTE, finished, new_figure
 from .groups import coords_of, neighbour
 
 DIRECTIONS = {"tp": (2.0, 0.0), "pp": (0.0, 2.0), "dp": (1.0, 0.75)}
@@ -76,6 +74,4 @@ def mesh_picture(sent: dict[int, dict[str, int]], shape, dims):
         f"{_kb(sum(totals.values()))} per step",
         fontsize=9,
     )
-    fig.tight_layout()
-    plt.close(fig)
-    return fig
+    return finished(fig)

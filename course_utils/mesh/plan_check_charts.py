@@ -8,9 +8,7 @@ planner's order and pick held.
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
-
-from ..core.style import PALETTE, new_figure
+from ..core.style import PALETTE, finished, new_figure
 from ..network.fabric import parse
 from .plan_check import PlannerCheck, spearman
 
@@ -61,6 +59,4 @@ def planner_vs_runs(check: PlannerCheck):
         fontsize=10,
     )
     times.legend(fontsize=7, loc="upper left")
-    fig.tight_layout()
-    plt.close(fig)  # shown once, as the cell's result
-    return fig
+    return finished(fig)

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import matplotlib.pyplot as plt
 import numpy as np
 
-from ..core.style import PALETTE, new_figure
+from ..core.style import PALETTE, finished, new_figure
 from .timeline import Timeline
 
 _COLOURS = {"F": PALETTE[0], "B": PALETTE[1], "W": PALETTE[2]}
@@ -130,9 +129,7 @@ def pipeline_timeline(timelines: dict, note: str | None = None):
     lines = note.count("\n") + 1 if note else 1
     if note:
         fig.text(0.01, 0.0, note, fontsize=8, style="italic", va="bottom")
-    fig.tight_layout(rect=(0, 0.05 * lines, 1, 0.97))
-    plt.close(fig)  # shown once, as the cell's result
-    return fig
+    return finished(fig, rect=(0, 0.05 * lines, 1, 0.97))
 
 
 def bubble_vs_microbatches(runs: dict[str, list[dict]], subtitle: str = ""):
@@ -163,9 +160,7 @@ def bubble_vs_microbatches(runs: dict[str, list[dict]], subtitle: str = ""):
         fontsize=8,
     )
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    plt.close(fig)  # shown once, as the cell's result
-    return fig
+    return finished(fig)
 
 
 def activations_held(peak_bytes: dict[str, tuple[int, ...]], peak_counts: dict, microbatches: int):
@@ -194,9 +189,7 @@ def activations_held(peak_bytes: dict[str, tuple[int, ...]], peak_counts: dict, 
         fontsize=9,
     )
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)  # off the bars
-    fig.tight_layout()
-    plt.close(fig)  # shown once, as the cell's result
-    return fig
+    return finished(fig)
 
 
 def layer_traffic(tables: dict[str, dict[str, list[float]]], collectives: dict[str, int]):
@@ -227,6 +220,4 @@ def layer_traffic(tables: dict[str, dict[str, list[float]]], collectives: dict[s
         fontsize=10,
     )
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    plt.close(fig)  # shown once, as the cell's result
-    return fig
+    return finished(fig)

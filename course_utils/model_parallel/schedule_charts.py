@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import numpy as np
 
-from ..core.style import PALETTE, new_figure
+from ..core.style import PALETTE, finished, new_figure
 from .charts import draw_ops
 from .timeline import Timeline
 
@@ -44,9 +43,7 @@ def schedule_timelines(timelines: dict[str, Timeline], note: str | None = None):
     fig.suptitle(_title(timelines), fontsize=10)
     if note:
         fig.text(0.01, 0.0, note, fontsize=8, style="italic", va="bottom")
-    fig.tight_layout(rect=(0, 0.05, 1, 0.97))
-    plt.close(fig)  # shown once, as the cell's result
-    return fig
+    return finished(fig, rect=(0, 0.05, 1, 0.97))
 
 
 def bubble_by_schedule(rows: list[dict] | dict[str, list[dict]]):
@@ -60,9 +57,7 @@ def bubble_by_schedule(rows: list[dict] | dict[str, list[dict]]):
         _bubble_panel(ax, panel)
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, fontsize=8, ncols=len(labels), loc="lower center")
-    fig.tight_layout(rect=(0, 0.08, 1, 1))  # the legend below the panels, clear of the bars
-    plt.close(fig)  # shown once, as the cell's result
-    return fig
+    return finished(fig, rect=(0, 0.08, 1, 1))  # the legend below the panels, clear of the bars
 
 
 def _bubble_panel(ax, rows: list[dict]) -> None:

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
-
-from ..core.style import PALETTE, new_figure
+from ..core.style import PALETTE, finished, new_figure
 
 
 def ps_traffic(workers: list[int], series: dict[str, list[float]], title: str | None = None):
@@ -18,8 +16,7 @@ def ps_traffic(workers: list[int], series: dict[str, list[float]], title: str | 
     ax.set_ylim(bottom=0)
     ax.set_title(title or _growth_title(workers, series), fontsize=9)
     ax.legend(fontsize=8)
-    plt.close(fig)  # shown once, as the cell's result
-    return fig
+    return finished(fig)
 
 
 def _growth_title(workers: list[int], series: dict[str, list[float]]) -> str:
@@ -43,8 +40,7 @@ def staleness_histogram(groups: dict[str, list[int]], title: str | None = None, 
         (title or _staleness_title(groups)) + (f"\n{subtitle}" if subtitle else ""), fontsize=9
     )
     ax.legend(fontsize=8)
-    plt.close(fig)  # shown once, as the cell's result
-    return fig
+    return finished(fig)
 
 
 def _staleness_title(groups: dict[str, list[int]]) -> str:
@@ -73,9 +69,7 @@ def ps_loss_curves(runs: dict, title: str | None = None, subtitle: str = ""):
         ax.set_ylabel("test loss")
     by_time.legend(fontsize=8)
     fig.suptitle((title or _loss_curves_title(runs)) + (f"\n{subtitle}" if subtitle else ""))
-    fig.tight_layout()
-    plt.close(fig)  # shown once, as the cell's result
-    return fig
+    return finished(fig)
 
 
 def _loss_curves_title(runs: dict) -> str:
@@ -101,8 +95,7 @@ def lr_sensitivity(lrs: list[float], losses: dict[str, list[float]], title: str 
     ax.set_ylabel("validation loss (mean over seeds)")
     ax.set_title(title or _best_lr_title(lrs, losses), fontsize=9)
     ax.legend(fontsize=8)
-    plt.close(fig)  # shown once, as the cell's result
-    return fig
+    return finished(fig)
 
 
 def _best_lr_title(lrs: list[float], losses: dict[str, list[float]]) -> str:
@@ -146,8 +139,7 @@ def averaging_accuracy(points: list[dict], baseline: float, title: str | None = 
         fontsize=9,
     )
     ax.legend(fontsize=8, loc="lower right")
-    plt.close(fig)  # shown once, as the cell's result
-    return fig
+    return finished(fig)
 
 
 def updates_by_worker(run, title: str | None = None):
@@ -166,8 +158,7 @@ def updates_by_worker(run, title: str | None = None):
     )
     ax.set_title(title or f"gradients applied: {counts}", fontsize=9)
     ax.legend(fontsize=8)
-    plt.close(fig)  # shown once, as the cell's result
-    return fig
+    return finished(fig)
 
 
 def loss_by_epochs(curves: dict, target: float, epochs_to: dict, title: str | None = None):
@@ -182,5 +173,4 @@ def loss_by_epochs(curves: dict, target: float, epochs_to: dict, title: str | No
     reached = ", ".join(f"{label} {e:.2f}" for label, e in epochs_to.items())
     ax.set_title(title or f"epochs to validation loss {target:g}: {reached}", fontsize=9)
     ax.legend(fontsize=8)
-    plt.close(fig)  # shown once, as the cell's result
-    return fig
+    return finished(fig)

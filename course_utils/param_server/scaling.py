@@ -12,11 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-import matplotlib.pyplot as plt
-
 from ..core import progress
 from ..core.checks import Verdict, verdict
-from ..core.style import PALETTE, new_figure
+from ..core.style import PALETTE, finished, new_figure
 from ..core.timing_claims import timing_claim
 from .runs import run_parameter_server, server_config
 
@@ -137,5 +135,4 @@ def step_time_chart(scaling: ShardScaling, predicted: dict | None = None, subtit
     fewer = scaling.shard_bytes[most, shards[0]] / scaling.shard_bytes[most, shards[-1]]
     ax.set_title(f"{title}; bytes per shard's link /{fewer:.1f}\n{subtitle}", fontsize=9)
     ax.legend(fontsize=8)
-    plt.close(fig)
-    return fig
+    return finished(fig)

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
-
-from ..core.style import PALETTE, new_figure
+from ..core.style import PALETTE, finished, new_figure
 
 
 def launch_times(world_sizes: list[int], seconds: list[float], title: str):
@@ -14,6 +12,4 @@ def launch_times(world_sizes: list[int], seconds: list[float], title: str):
     for i, s in enumerate(seconds):
         ax.annotate(f"{s:.2f} s", (i, s), textcoords="offset points", xytext=(0, 3), ha="center")
     ax.set(xlabel="ranks (processes)", ylabel="seconds per launch (median)", title=title)
-    fig.tight_layout()
-    plt.close(fig)
-    return fig
+    return finished(fig)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 
-from ..core.style import PALETTE, new_figure
+from ..core.style import PALETTE, finished, new_figure
 
 
 def gd_sgd_minibatch(runs: dict, train_size: int):
@@ -27,9 +27,7 @@ def gd_sgd_minibatch(runs: dict, train_size: int):
         ax.set_title(_leader(unit, {n: (xs(h), h.eval_loss) for n, h in runs.items()}), fontsize=9)
     axes[0].set_ylabel("training loss (cross-entropy)")
     axes[0].legend()
-    fig.tight_layout()
-    plt.close(fig)
-    return fig
+    return finished(fig)
 
 
 def _leader(unit: str, curves: dict, level: float = 0.02) -> str:
@@ -59,9 +57,7 @@ def noise_vs_batch(batch_sizes, variance, predicted):
     slope = np.polyfit(np.log(batch_sizes), np.log(variance), 1)[0]
     ax.set_title(f"gradient noise against the batch: log-log slope {slope:.2f} (1/B: -1)")
     ax.legend()
-    fig.tight_layout()
-    plt.close(fig)
-    return fig
+    return finished(fig)
 
 
 def runtime_and_accuracy(batch_sizes, seconds_per_epoch, test_acc, lr=None):
@@ -80,9 +76,7 @@ def runtime_and_accuracy(batch_sizes, seconds_per_epoch, test_acc, lr=None):
     at = f" of {lr:g}" if lr is not None else ""
     worse = all(b < a for a, b in zip(test_acc, test_acc[1:], strict=False))
     right.set_title(f"...but learn less at a fixed lr{at}" if worse else f"test accuracy, lr{at}")
-    fig.tight_layout()
-    plt.close(fig)
-    return fig
+    return finished(fig)
 
 
 def sweep_timeline(results: dict):
@@ -134,9 +128,7 @@ def sweep_timeline(results: dict):
     names = ", ".join(next(iter(results.values())).trials[0].params) if results else ""
     axes[-1].set_xlabel(f"wall-clock time since the search started (s); bars labelled by {names}")
     fig.suptitle("side by side, the search ends with its busiest lane, not the sum of its trials")
-    fig.tight_layout()
-    plt.close(fig)
-    return fig
+    return finished(fig)
 
 
 def steps_to_target(found, noise_scale: float, target: float):
@@ -170,9 +162,7 @@ def steps_to_target(found, noise_scale: float, target: float):
     ax.set_ylabel(f"updates to training loss {target:g} (log)")
     ax.set_title(steps_title(found), fontsize=10)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    plt.close(fig)
-    return fig
+    return finished(fig)
 
 
 def steps_title(found) -> str:

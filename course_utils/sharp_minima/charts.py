@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import math
 
-import matplotlib.pyplot as plt
-
-from ..core.style import PALETTE, new_figure
+from ..core.style import PALETTE, finished, new_figure
 
 _MEASURES = (
     ("test_acc", "test accuracy (%)", 100.0),
@@ -66,9 +64,7 @@ def sharpness_by_arm(sides: dict):
             ax.set_ylim(0, None)
             ax.set_title(f"{labels[means.index(max(means))]} is sharpest", fontsize=8)
     fig.suptitle(_headline(sides))
-    fig.tight_layout()
-    plt.close(fig)
-    return fig
+    return finished(fig)
 
 
 def _lr_over_b(side: dict) -> float:
@@ -152,6 +148,4 @@ def line_between_solutions(
     else:
         title = "the loss along the line between the two solutions"
     fig.suptitle(title, y=1.02)
-    fig.tight_layout()
-    plt.close(fig)
-    return fig
+    return finished(fig)

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import numpy as np
 
-from ..core.style import PALETTE, new_figure
+from ..core.style import PALETTE, finished, new_figure
 from .compare import FABRICS, Row
 
 
@@ -36,6 +35,4 @@ def which_when(rows: list[Row], blocks: int, world: int):
         f"{slow[most] / slow[least]:.1f}x as long as {least} per step (prediction)",
         fontsize=9,
     )
-    fig.tight_layout()
-    plt.close(fig)  # shown once, as the cell's result
-    return fig
+    return finished(fig)

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import numpy as np
 
-from ..core.style import PALETTE, new_figure
+from ..core.style import PALETTE, finished, new_figure
 from .cp_ep_runs import MoERun
 
 
@@ -24,9 +23,7 @@ def work_per_rank(work: dict[str, list[int]]):
     ax.set_title(f"causal ring attention on {ranks} ranks\nbusiest over least busy: {ratios}",
                  fontsize=9)  # fmt: skip
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    plt.close(fig)  # shown once, as the cell's result
-    return fig
+    return finished(fig)
 
 
 def _load(run: MoERun) -> str:
@@ -63,6 +60,4 @@ def router_load(runs: dict[str, MoERun]):
         + "; ".join(f"{name}: {_load(run)}" for name, run in runs.items()),
         fontsize=9,
     )
-    fig.tight_layout()
-    plt.close(fig)  # shown once, as the cell's result
-    return fig
+    return finished(fig)

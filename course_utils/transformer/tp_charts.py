@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import numpy as np
 
-from ..core.style import PALETTE, new_figure
+from ..core.style import PALETTE, finished, new_figure
 from .tp_runs import MemoryRun
 
 _NAMES = {"tp": "tensor parallel", "sp": "sequence parallel", "one": "one process"}
@@ -49,9 +48,7 @@ def bytes_per_block(measured: dict, formula: dict):
     )
     ax.set_ylim(0, 1.45 * max(totals.values()) / 2 / 1024)
     ax.legend(fontsize=7, ncols=3, loc="upper left")
-    fig.tight_layout()
-    plt.close(fig)  # shown once, as the cell's result
-    return fig
+    return finished(fig)
 
 
 def activation_memory(runs: list[MemoryRun]):
@@ -78,6 +75,4 @@ def activation_memory(runs: list[MemoryRun]):
     ax.set_title(f"at N = {top}, sequence parallel keeps {cut:.0%} less per rank than tensor "
                  "parallel", fontsize=9)  # fmt: skip
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    plt.close(fig)  # shown once, as the cell's result
-    return fig
+    return finished(fig)
