@@ -95,12 +95,6 @@ class History:
         """Mean training time of a full pass (the sweep chart's runtime)."""
         return self.epoch_seconds[-1] / len(self.epoch_seconds) if self.epoch_seconds else 0.0
 
-    @property
-    def step_loss_jitter(self) -> float:
-        """Mean change of the mini-batch loss from one update to the next: the noise one sees."""
-        pairs = list(zip(self.step_loss, self.step_loss[1:], strict=False))
-        return sum(abs(b - a) for a, b in pairs) / len(pairs) if pairs else 0.0
-
     def loss_at(self, x: float, axis: str = "seconds") -> float:
         """The evaluated loss after `x` updates, samples or seconds (interpolated; held after)."""
         axes = {"updates": self.eval_step, "samples": self.eval_samples}

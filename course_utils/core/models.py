@@ -106,7 +106,3 @@ def build(
         if seed is not None:
             torch.manual_seed(seed)
         return MODELS[name](tuple(input_shape), num_classes, **kwargs)
-
-
-def num_parameters(model: nn.Module) -> int:
-    return sum(p.numel() for p in model.parameters())

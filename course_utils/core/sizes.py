@@ -214,7 +214,6 @@ class MemorySizes:
     lr: float = 1e-3  # Adam
     world_sizes: tuple[int, ...] = (1, 2, 4)
     anatomy_world_size: int = 2
-    timing_steps: int = 5  # extra steps whose median is the step time
     fsdp_world_size: int = 4  # on 2 ranks FSDP2 = ZeRO-3 would be a + b = b + a
     fsdp_settings_world_size: int = 2  # reshard_after_forward and MixedPrecisionPolicy
     precision_epochs: int = 5  # fp32 against bf16 autocast, same batches
@@ -230,7 +229,6 @@ class MemorySizes:
     recompute_every: tuple[int, ...] = (0, 4, 2, 1)  # checkpoint every k-th block; 0: none
     recompute_repeats: int = 21  # timed steps per variant, interleaved: the median of 5, and
     # once in ~8 fresh clones of 11, put recomputing every block past 1.5 forward passes
-    exercise_world_size: int = 3
 
 
 @dataclass(frozen=True)

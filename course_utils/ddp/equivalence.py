@@ -158,10 +158,6 @@ class Equivalence:
     single_losses: list[float]
     rank_losses: list[list[float]]  # each rank's loss on its own shard
 
-    @property
-    def mean_rank_losses(self) -> list[float]:
-        return [sum(step) / len(step) for step in zip(*self.rank_losses, strict=True)]
-
 
 def equivalence(
     world_size: int = 4,

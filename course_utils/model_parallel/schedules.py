@@ -155,10 +155,6 @@ class Plan:
     def orders(self, stages: int, microbatches: int) -> list[list[ChunkOp]]:
         return [self.order(r, stages, microbatches) for r in range(stages)]
 
-    @property
-    def splits_backward(self) -> bool:
-        return self.name == "zb-h1"
-
 
 def plan(name: str | Plan, chunks: int = 2) -> Plan:
     """The schedule called `name`; `chunks` (v) matters only for "interleaved"."""

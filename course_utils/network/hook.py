@@ -1,7 +1,7 @@
-"""DDP over the simulated link: a communication hook whose buckets queue on the rank's wire.
+"""DDP over the simulated link: buckets that queue on the rank's wire.
 
-`model.register_comm_hook(link, allreduce_hook)`. Each bucket is averaged for real by
-gloo, and handed back to DDP only when a ring allreduce of its bytes would have left this
+A communication hook (`ddp.wire.on_link_hook`) runs each bucket's all-reduce for real,
+and `deliver_after` hands it back to DDP only when its bytes would have left this
 rank's wire. A daemon thread waits for that, so the backward pass goes on meanwhile and
 later buckets queue behind earlier ones, as on a real network card. Each bucket's time on
 the wire shows in a `torch.profiler` trace (with `profile_all_threads`) as `WIRE_EVENT`.
@@ -14,10 +14,8 @@ import threading
 import time
 
 import torch
-import torch.distributed as dist
 
-from .fabric import REAL, Link, ring_allreduce_seconds
-from .wire import waited_until, wire_deadline
+from .wire import waited_until
 
 WIRE_EVENT = "emulated link: all-reduce on the wire"
 
@@ -70,20 +68,3 @@ def waited_for_every_bucket() -> None:
     computes next is not stamped at a time from before that wait. (The wire thread must
     not do it: while buckets come back, the backward pass is still computing.)"""
     waited_until(_last_deadline[0])
-
-
-def allreduce_hook(link: Link | None, bucket):
-    """Average the bucket through gloo, over `link`'s wire (None or real: DDP's own hook).
-
-    Returns a torch.futures.Future of the averaged bucket (unannotated: DDP rejects the
-    string annotation that `from __future__ import annotations` makes).
-    """
-    buffer = bucket.buffer()
-    world = dist.get_world_size()
-    buffer.div_(world)
-    work = dist.all_reduce(buffer, async_op=True).get_future()
-    link = link or REAL
-    if not link.emulated:
-        return work.then(lambda fut: fut.value()[0])
-    nbytes = buffer.numel() * buffer.element_size()
-    return deliver_after(wire_deadline(ring_allreduce_seconds(link, nbytes, world)), work)

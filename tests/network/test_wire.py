@@ -9,9 +9,9 @@ import pytest
 import torch
 import torch.distributed as dist
 
+from course_utils.ddp.wire import OnLink, on_link_hook
 from course_utils.network import wire
 from course_utils.network.clock import Clock, latest_moment
-from course_utils.network.hook import allreduce_hook
 from course_utils.parallel.allreduce import ring_allreduce
 from course_utils.ranks.launch import launch
 
@@ -129,7 +129,7 @@ def _ring_and_hook(spec: str) -> tuple:
         ring_allreduce(x)
         ring_seconds = time.perf_counter() - start
         model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 2, bias=False))
-        model.register_comm_hook(wire.current(), allreduce_hook)
+        model.register_comm_hook(OnLink("allreduce", wire.current()), on_link_hook)
         with torch.no_grad():
             model.module.weight.fill_(1.0)
         dist.barrier()
