@@ -72,19 +72,3 @@ def attempt(fn, *args):
     except NotImplementedError:
         return NOT_SOLVED
     return NOT_SOLVED if value is None else value
-
-
-def first_problem_verdict(name: str, problem, cases, solved: str) -> Verdict:
-    """Run `problem(*case)` for each case and print the verdict of the first that finds
-    one: NOT_SOLVED while the learner's function is the stub, the problem's text (a named
-    mistake), or what the learner's function `name` raised; `solved` if no case finds any."""
-    for case in cases:
-        try:
-            found = problem(*case)
-        except Exception as error:
-            return verdict(False, f"{name} raised {type(error).__name__}: {error}")
-        if found is NOT_SOLVED:
-            return verdict(False, NOT_SOLVED)
-        if found:
-            return verdict(False, found)
-    return verdict(True, solved)

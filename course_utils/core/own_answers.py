@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import sys
 
-from .checks import attempt
+from .checks import NOT_SOLVED, Verdict, attempt, verdict
 from .errors import CourseError
 
 _ANSWERS: dict = {}  # a function's code object: the exercise it answers
@@ -79,6 +79,37 @@ def attempt_refusing(fn, *args):
             return attempt(fn, *args)
     except OwnAnswerUsed as refused:
         return Refused(refused)
+
+
+class Unanswered(Exception):
+    """Raised by `answer` in place of a result; its text is the checker's ✗ line."""
+
+
+def answer(fn, *args):
+    """The learner's `fn(*args)`, run inside `refusing()`. Raises `Unanswered` with
+    NOT_SOLVED while `fn` is the stub, or with the refusal when it used the course's own."""
+    got = attempt_refusing(fn, *args)
+    if isinstance(got, Refused) or got is NOT_SOLVED:
+        raise Unanswered(str(got))
+    return got
+
+
+def first_problem_verdict(fn, name: str, problem, cases, solved: str) -> Verdict:
+    """Print the verdict on the learner's `fn` (the exercise `name`): refused if it is the
+    course's own answer; else `problem(*case)` for each case, the first that finds one
+    (its text, `answer`'s, or what `fn` raised) gives the ✗; `solved` if none does."""
+    if own_answer_name(fn):
+        return verdict(False, message(own_answer_name(fn)))
+    for case in cases:
+        try:
+            found = problem(*case)
+        except Unanswered as unanswered:
+            return verdict(False, str(unanswered))
+        except Exception as error:
+            return verdict(False, f"{name} raised {type(error).__name__}: {error}")
+        if found:
+            return verdict(False, found)
+    return verdict(True, solved)
 
 
 class Refusing:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from ..core.checks import NOT_SOLVED, attempt, verdict
-from ..core.own_answers import Refused, attempt_refusing, message, own_answer_name
+from ..core.own_answers import answer, first_problem_verdict
 from .experiments import LinearWarmup, curve_distance, scaled_lr
 
 WARMUP_CLAIM = (
@@ -97,20 +97,20 @@ _DISTANCE_CASES = [
 
 def check_curve_distance(fn) -> bool:
     """fn(curve, reference) -> mean |curve - reference|, non-finite or >10 losses taken as 10."""
-    if own_answer_name(fn):
-        return verdict(False, message(own_answer_name(fn)))
-    for curve, reference in _DISTANCE_CASES:
-        want = curve_distance(curve, reference)
-        got = attempt_refusing(fn, list(curve), list(reference))
-        if isinstance(got, Refused):
-            return verdict(False, got)
-        if got is NOT_SOLVED:
-            return verdict(False, NOT_SOLVED)
-        got = float(got)
-        if math.isclose(got, want, rel_tol=1e-9, abs_tol=1e-12):
-            continue
-        return verdict(False, f"{DISTANCE_CLAIM}: {_diagnose_distance(got, curve, reference)}")
-    return verdict(True, DISTANCE_CLAIM)
+    return first_problem_verdict(
+        fn,
+        "curve_distance",
+        lambda *case: _distance_problem(fn, *case),
+        _DISTANCE_CASES,
+        DISTANCE_CLAIM,
+    )
+
+
+def _distance_problem(fn, curve, reference) -> str | None:
+    got = float(answer(fn, list(curve), list(reference)))
+    if math.isclose(got, curve_distance(curve, reference), rel_tol=1e-9, abs_tol=1e-12):
+        return None
+    return f"{DISTANCE_CLAIM}: {_diagnose_distance(got, curve, reference)}"
 
 
 def _diagnose_distance(got, curve, reference) -> str:

@@ -15,8 +15,7 @@ import math
 
 import torch
 
-from ..core.checks import NOT_SOLVED, first_problem_verdict, verdict
-from ..core.own_answers import Refused, attempt_refusing, message, own_answer_name
+from ..core.own_answers import answer, first_problem_verdict
 from .groups import mesh_groups as expected_groups
 from .groups import ranks_of_groups
 
@@ -64,13 +63,9 @@ def _partition_problem(name: str, groups: list[list[int]], world: int, size: int
 
 
 def _problem(mesh_groups, shape, dims):
-    """The first thing wrong with the learner's groups for this mesh, NOT_SOLVED, or None."""
+    """The first thing wrong with the learner's groups for this mesh, or None."""
     world = math.prod(shape)
-    found = attempt_refusing(mesh_groups, world, tuple(shape), tuple(dims))
-    if isinstance(found, Refused):
-        return str(found)
-    if found is NOT_SOLVED:
-        return NOT_SOLVED
+    found = answer(mesh_groups, world, tuple(shape), tuple(dims))
     mesh = f"shape {tuple(shape)}, dims {tuple(dims)}"
     if not isinstance(found, dict) or set(found) != set(dims):
         keys = sorted(found) if isinstance(found, dict) else type(found).__name__
@@ -105,9 +100,8 @@ def _problem(mesh_groups, shape, dims):
 
 def check_mesh_groups(mesh_groups, cases=CASES) -> bool:
     """`mesh_groups(world_size, shape, dims)` -> {dimension name: [[rank, ...], ...]}."""
-    if own_answer_name(mesh_groups):
-        return verdict(False, message(own_answer_name(mesh_groups)))
     return first_problem_verdict(
+        mesh_groups,
         "mesh_groups",
         lambda shape, dims: _problem(mesh_groups, shape, dims),
         cases,

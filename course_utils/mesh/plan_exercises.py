@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import math
 
-from ..core.checks import NOT_SOLVED, first_problem_verdict, verdict
-from ..core.own_answers import Refused, attempt_refusing, message, own_answer_name
+from ..core.own_answers import answer, first_problem_verdict
 from ..memory.formulas import model_state_bytes
 from .plan_model import precision_key
 
@@ -68,11 +67,7 @@ def _mistakes(params, dp, tp, pp, zero_stage, precision) -> dict[str, float]:
 
 
 def _problem(fn, case):
-    got = attempt_refusing(fn, *case)
-    if isinstance(got, Refused):
-        return str(got)
-    if got is NOT_SOLVED:
-        return NOT_SOLVED
+    got = answer(fn, *case)
     if not isinstance(got, int | float) or isinstance(got, bool):
         return f"memory_per_rank must return a number of bytes, not a {type(got).__name__}"
     want = expected(*case)
@@ -90,11 +85,8 @@ def _problem(fn, case):
 
 def check_memory_per_rank(fn):
     """✓ when `fn` agrees with the planner's model states at every layout in `CASES`."""
-    if fn is None or not callable(fn):
-        return first_problem_verdict("memory_per_rank", lambda: NOT_SOLVED, [()], "")
-    if own_answer_name(fn):
-        return verdict(False, message(own_answer_name(fn)))
     return first_problem_verdict(
+        fn,
         "memory_per_rank",
         lambda *case: _problem(fn, case),
         CASES,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import itertools
 import math
 
-from ..core.checks import NOT_SOLVED, attempt, first_problem_verdict
+from ..core.own_answers import answer, first_problem_verdict
 
 # (seconds per layer, stages), each with one best cut: a dear head, then uneven blocks,
 # where both classic mistakes (and a boundary off by one) miss the best time
@@ -67,9 +67,7 @@ MISTAKES = {
 
 
 def _problem(fn, layer_seconds, stages):
-    got = attempt(fn, list(layer_seconds), stages)
-    if got is NOT_SOLVED:
-        return NOT_SOLVED
+    got = answer(fn, list(layer_seconds), stages)
     n = len(layer_seconds)
     if not isinstance(got, list | tuple) or not all(isinstance(i, int) for i in got):
         return "stage_boundaries must return a list of layer indices (ints)"
@@ -101,9 +99,8 @@ def _problem(fn, layer_seconds, stages):
 
 def check_stage_boundaries(fn):
     """✓ when `fn`'s cut is as fast as the best one for every case in `CASES`."""
-    if fn is None or not callable(fn):
-        return first_problem_verdict("stage_boundaries", lambda: NOT_SOLVED, [()], "")
     return first_problem_verdict(
+        fn,
         "stage_boundaries",
         lambda layer_seconds, stages: _problem(fn, layer_seconds, stages),
         CASES,

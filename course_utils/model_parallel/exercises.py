@@ -9,8 +9,7 @@ learner.
 
 from __future__ import annotations
 
-from ..core.checks import NOT_SOLVED, attempt, first_problem_verdict, verdict
-from ..core.own_answers import Refused, attempt_refusing, message, own_answer_name
+from ..core.own_answers import answer, first_problem_verdict
 from .schedule_check import check_rank_order
 from .schedule_play import peak_held, play_out, simulate
 from .schedules import (
@@ -44,49 +43,42 @@ def answer_phrases() -> dict[str, list]:
 def check_bubble(predict_bubble) -> bool:
     """`predict_bubble(stages, microbatches)` must give GPipe's idle fraction of a step, on
     pipelines of several sizes (a value typed in for one of them fails at the next)."""
-    if own_answer_name(predict_bubble):
-        return verdict(False, message(own_answer_name(predict_bubble)))
     seen = []
-    for stages, microbatches in BUBBLE_CASES:
-        try:
-            value = attempt_refusing(predict_bubble, stages, microbatches)
-        except Exception as exc:
-            return verdict(False, f"predict_bubble raised {type(exc).__name__}: {exc}")
-        if isinstance(value, Refused):
-            return verdict(False, value)
-        if value is NOT_SOLVED:
-            return verdict(False, NOT_SOLVED)
+
+    def problem(stages, microbatches):
+        value = answer(predict_bubble, stages, microbatches)
         try:
             value = float(value)
         except (TypeError, ValueError):
-            return verdict(False, f"predict_bubble should return a fraction, got {value!r}")
-        want, seen = bubble_formula(stages, microbatches), [*seen, value]
-        if abs(value - want) > 1e-6 and len(seen) > 1 and all(v == seen[0] for v in seen):
-            return verdict(
-                False,
+            return f"predict_bubble should return a fraction, got {value!r}"
+        seen.append(value)
+        if abs(value - bubble_formula(stages, microbatches)) <= 1e-6:
+            return None
+        if len(seen) > 1 and all(v == seen[0] for v in seen):
+            return (
                 f"you predict {value:.3f} for every pipeline: the bubble depends on the K "
-                f"stages and the M micro-batches, write it as a formula of both",
+                f"stages and the M micro-batches, write it as a formula of both"
             )
-        if abs(value - want) > 1e-6:
-            return verdict(
-                False,
-                f"for K={stages} stages and M={microbatches} micro-batches you predict "
-                f"{value:.3f}; each stage idles K-1 of the M+K-1 slots of a forward pass "
-                f"(the backward pass mirrors it)",
-            )
-    return verdict(True, "predict_bubble gives GPipe's bubble for every pipeline tried")
+        return (
+            f"for K={stages} stages and M={microbatches} micro-batches you predict "
+            f"{value:.3f}; each stage idles K-1 of the M+K-1 slots of a forward pass "
+            f"(the backward pass mirrors it)"
+        )
+
+    return first_problem_verdict(
+        predict_bubble,
+        "predict_bubble",
+        problem,
+        BUBBLE_CASES,
+        "predict_bubble gives GPipe's bubble for every pipeline tried",
+    )
 
 
 def _order_problem(gpipe_order, stages: int, microbatches: int):
-    """The first thing wrong with the learner's orders for this pipeline (NOT_SOLVED for the
-    stub), else None."""
+    """The first thing wrong with the learner's orders for this pipeline, else None."""
     orders = []
     for stage in range(stages):
-        order = attempt_refusing(gpipe_order, stage, stages, microbatches)
-        if isinstance(order, Refused):
-            return str(order)
-        if order is NOT_SOLVED:
-            return NOT_SOLVED
+        order = answer(gpipe_order, stage, stages, microbatches)
         try:
             ops = check_order(order, microbatches, stage)
         except ValueError as error:
@@ -115,27 +107,20 @@ def _order_problem(gpipe_order, stages: int, microbatches: int):
 
 def check_gpipe_order(gpipe_order) -> bool:
     """`gpipe_order(stage, stages, microbatches)` must list ("F", i) / ("B", i) as GPipe runs."""
-    if own_answer_name(gpipe_order):
-        return verdict(False, message(own_answer_name(gpipe_order)))
-    for stages, microbatches in ORDER_CASES:
-        try:
-            problem = _order_problem(gpipe_order, stages, microbatches)
-        except Exception as error:
-            return verdict(False, f"gpipe_order raised {type(error).__name__}: {error}")
-        if problem:
-            return verdict(False, problem)
-    return verdict(True, "gpipe_order runs a full GPipe step on every pipeline tried")
+    return first_problem_verdict(
+        gpipe_order,
+        "gpipe_order",
+        lambda *case: _order_problem(gpipe_order, *case),
+        ORDER_CASES,
+        "gpipe_order runs a full GPipe step on every pipeline tried",
+    )
 
 
 def _interleaved_problem(fn, stages: int, microbatches: int, chunks: int):
     case = f"K={stages}, M={microbatches}, v={chunks}"
     orders = []
     for rank in range(stages):
-        order = attempt_refusing(fn, rank, stages, microbatches, chunks)
-        if isinstance(order, Refused):
-            return str(order)
-        if order is NOT_SOLVED:
-            return NOT_SOLVED
+        order = answer(fn, rank, stages, microbatches, chunks)
         if any(isinstance(op, (tuple, list)) and len(op) == 2 for op in order):
             return f'{case}: rank {rank} writes an op without its chunk; write ("F", i, chunk)'
         try:
@@ -174,9 +159,8 @@ def _interleaved_problem(fn, stages: int, microbatches: int, chunks: int):
 
 def check_interleaved_order(interleaved_order) -> bool:
     """`interleaved_order(rank, stages, microbatches, chunks)` lists ("F"|"B", i, chunk)."""
-    if own_answer_name(interleaved_order):
-        return verdict(False, message(own_answer_name(interleaved_order)))
     return first_problem_verdict(
+        interleaved_order,
         "interleaved_order",
         lambda *case: _interleaved_problem(interleaved_order, *case),
         INTERLEAVED_CASES,
@@ -189,10 +173,7 @@ def _split_problem(fn, stages: int, microbatches: int):
     orders = []
     for stage in range(stages):
         given = one_f_one_b_order(stage, stages, microbatches)
-        ops = attempt(fn, list(given))
-        if ops is NOT_SOLVED:
-            return NOT_SOLVED
-        ops = [tuple(op) for op in ops]
+        ops = [tuple(op) for op in answer(fn, list(given))]
         steps = [n for n, op in enumerate(ops) if op == (STEP,)]
         if len(steps) != 1:
             return (
@@ -227,6 +208,7 @@ def check_split_backward(split_backward) -> bool:
     it with a ("W", i) after each ("B", i) (B now the input gradient only) and ("step",),
     the optimizer step, once every W is done."""
     return first_problem_verdict(
+        split_backward,
         "split_backward",
         lambda *case: _split_problem(split_backward, *case),
         SPLIT_CASES,

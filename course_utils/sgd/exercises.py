@@ -7,7 +7,7 @@ import math
 import torch
 
 from ..core.checks import NOT_SOLVED, attempt, verdict
-from ..core.own_answers import Refused, attempt_refusing, message, own_answer, own_answer_name
+from ..core.own_answers import answer, first_problem_verdict, own_answer
 from .sweep import train_trial
 from .sweep_config import SweepConfigError, validate
 
@@ -82,21 +82,20 @@ def _problem(seed: int, n: int = 50, d: int = 4):
 
 def check_sgd_epoch(fn) -> bool:
     """fn(w, X, y, lr, batch_size, order) -> w after one pass; compared with the reference."""
-    if own_answer_name(fn):
-        return verdict(False, message(own_answer_name(fn)))
-    for seed, batch_size in ((0, 1), (1, 8), (2, 50), (3, 7)):
-        X, y, w0, order = _problem(seed)
-        got = attempt_refusing(fn, w0.clone(), X, y, 0.05, batch_size, order)
-        if isinstance(got, Refused):
-            return verdict(False, got)
-        if got is NOT_SOLVED:
-            return verdict(False, NOT_SOLVED)
-        got = torch.as_tensor(got, dtype=torch.float64)
-        want = _expected_epoch(w0, X, y, 0.05, batch_size, order)
-        if got.shape == want.shape and torch.allclose(got, want, atol=1e-8):
-            continue
-        return verdict(False, f"{EPOCH_CLAIM}: {_diagnose(got, X, y, w0, batch_size, order)}")
-    return verdict(True, EPOCH_CLAIM)
+    cases = ((0, 1), (1, 8), (2, 50), (3, 7))  # (seed, batch size)
+    return first_problem_verdict(
+        fn, "sgd_epoch", lambda *case: _epoch_problem(fn, *case), cases, EPOCH_CLAIM
+    )
+
+
+def _epoch_problem(fn, seed: int, batch_size: int) -> str | None:
+    X, y, w0, order = _problem(seed)
+    got = answer(fn, w0.clone(), X, y, 0.05, batch_size, order)
+    got = torch.as_tensor(got, dtype=torch.float64)
+    want = _expected_epoch(w0, X, y, 0.05, batch_size, order)
+    if got.shape == want.shape and torch.allclose(got, want, atol=1e-8):
+        return None
+    return f"{EPOCH_CLAIM}: {_diagnose(got, X, y, w0, batch_size, order)}"
 
 
 def _diagnose(got, X, y, w0, batch_size, order) -> str:

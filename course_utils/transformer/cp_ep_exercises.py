@@ -17,8 +17,7 @@ import math
 
 import torch
 
-from ..core.checks import NOT_SOLVED, first_problem_verdict, verdict
-from ..core.own_answers import Refused, attempt_refusing, mark, message, own_answer_name
+from ..core.own_answers import answer, first_problem_verdict, mark
 from ..parallel import context_parallel
 from ..parallel.context_parallel import causal_mask, positions
 from ..parallel.expert_parallel import route
@@ -50,11 +49,7 @@ def _merge_problem(merge, case):
     (out_a, lse_a), (out_b, lse_b) = (_partial(q, k[..., s, :], v[..., s, :])
                                       for s in (slice(0, keys_a), slice(keys_a, None)))  # fmt: skip
     out, lse = _partial(q, k, v)
-    got = attempt_refusing(merge, out_a, lse_a, out_b, lse_b)
-    if isinstance(got, Refused):
-        return str(got)
-    if got is NOT_SOLVED:
-        return NOT_SOLVED
+    got = answer(merge, out_a, lse_a, out_b, lse_b)
     if not (isinstance(got, tuple | list) and len(got) == 2):
         return "merge should return two tensors, (out, lse)"
     got_out, got_lse = (torch.as_tensor(t) for t in got)
@@ -73,9 +68,8 @@ def _merge_problem(merge, case):
 
 def check_merge(merge) -> bool:
     """`merge(out_a, lse_a, out_b, lse_b)` must give (out, lse) over both sets of keys."""
-    if own_answer_name(merge):
-        return verdict(False, message(own_answer_name(merge)))
     return first_problem_verdict(
+        merge,
         "merge",
         lambda case: _merge_problem(merge, case),
         [(case,) for case in MERGE_CASES],
@@ -88,11 +82,7 @@ def _mask_problem(block_mask, seq_len, world, layout):
         q_pos = positions(seq_len, world, rank, layout)
         for source in range(world):
             k_pos = positions(seq_len, world, source, layout)
-            got = attempt_refusing(block_mask, q_pos, k_pos)
-            if isinstance(got, Refused):
-                return str(got)
-            if got is NOT_SOLVED:
-                return NOT_SOLVED
+            got = answer(block_mask, q_pos, k_pos)
             got, want = torch.as_tensor(got), causal_mask(q_pos, k_pos)
             where = f"{layout} split, N={world}, queries of rank {rank}, keys of rank {source}"
             if got.shape != want.shape:
@@ -112,9 +102,8 @@ def _mask_problem(block_mask, seq_len, world, layout):
 
 def check_block_mask(block_mask) -> bool:
     """`block_mask(q_positions, k_positions)` must give (queries, keys) True where visible."""
-    if own_answer_name(block_mask):
-        return verdict(False, message(own_answer_name(block_mask)))
     return first_problem_verdict(
+        block_mask,
         "block_mask",
         lambda *case: _mask_problem(block_mask, *case),
         MASK_CASES,
@@ -130,11 +119,7 @@ def _combine_problem(combine, tokens, width, experts, top_k, capacity_factor):
     returned = torch.randn(len(token), width, generator=g)  # cpu: the experts' results
     weighted = returned * gate[:, None]
     want = torch.zeros(tokens, width).index_add(0, token, weighted)  # cpu
-    got = attempt_refusing(combine, returned, token, gate.detach(), tokens)
-    if isinstance(got, Refused):
-        return str(got)
-    if got is NOT_SOLVED:
-        return NOT_SOLVED
+    got = answer(combine, returned, token, gate.detach(), tokens)
     got = torch.as_tensor(got).detach()
     where = f"{tokens} tokens, top-{top_k}, {routing.dropped()} choices dropped"
     if got.shape != want.shape:
@@ -155,9 +140,8 @@ def _combine_problem(combine, tokens, width, experts, top_k, capacity_factor):
 
 def check_combine(combine) -> bool:
     """`combine(returned, token, gate, num_tokens)` must put each token's rows back, summed."""
-    if own_answer_name(combine):
-        return verdict(False, message(own_answer_name(combine)))
     return first_problem_verdict(
+        combine,
         "combine",
         lambda *case: _combine_problem(combine, *case),
         COMBINE_CASES,

@@ -93,6 +93,8 @@ def test_curve_distance_mistakes(capsys):
     assert "the mean, not the sum" in total
     assert "must count as 10" in nan
     assert "cap losses at 10" in cap
+    assert not check_curve_distance(lambda *a: 1 / 0)  # the learner's error is a ✗, not a crash
+    assert "curve_distance raised ZeroDivisionError" in _lines(capsys)[0]
 
 
 def test_the_course_own_curve_distance_is_refused(capsys):

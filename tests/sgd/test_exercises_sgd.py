@@ -86,6 +86,8 @@ def test_sgd_epoch_mistakes(capsys):
     assert "use the mean" in lines[2]
     assert "last, smaller batch was skipped" in lines[3]
     assert "return the weights, shape (4,)" in lines[4]
+    assert not check_sgd_epoch(lambda *a: 1 / 0)  # the learner's error is a ✗, not a crash
+    assert "sgd_epoch raised ZeroDivisionError" in _lines(capsys)[0]
 
 
 def test_sweep_config_mistakes(solution, capsys):
