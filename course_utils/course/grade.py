@@ -15,7 +15,6 @@ that Gradescope reads and otter-grader writes (`results_json`), which needs no d
 from __future__ import annotations
 
 import ast
-import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -25,9 +24,10 @@ import nbformat
 from ..core.checks import FAIL, PASS
 from . import notebook_files
 from .exercise_cells import Exercise, exercises
+from .lab_length import stdout_lines
+from .runner import columns, notebook_client, profile_env
 
 SOLUTIONS_DIR = notebook_files.NOTEBOOK_DIR / "solutions"
-CELL_TIMEOUT = 600
 SOLUTION = "__solution__"  # the solution module's name in the kernel
 
 
@@ -133,28 +133,16 @@ def with_solution(source: str, names: set[str]) -> str:
 def execute(nb, directory: Path) -> None:
     """Run `nb` in a fresh kernel, going on past a failing cell (one broken exercise must
     not cost the others their points); outputs land in `nb`."""
-    from nbclient import NotebookClient
-
-    client = NotebookClient(
-        nb,
-        timeout=CELL_TIMEOUT,
-        kernel_name="python3",
-        allow_errors=True,
-        record_timing=False,
-        resources={"metadata": {"path": str(directory)}},
-    )
-    client.execute()
+    notebook_client(nb, directory, allow_errors=True, record_timing=False).execute()
 
 
 def outcome(cell) -> tuple[bool, str | None]:
     """(passed, the mistake) from an executed exercise cell: its last ✓/✗ line, else its error."""
-    lines, error = [], None
+    error = None
     for output in cell.get("outputs", []):
-        if output.get("output_type") == "stream" and output.get("name") == "stdout":
-            lines += output.get("text", "").splitlines()
-        elif output.get("output_type") == "error":
+        if output.get("output_type") == "error":
             error = f"{output.get('ename')}: {output.get('evalue')}".splitlines()[0][:300]
-    verdicts = [line for line in lines if line.startswith((PASS, FAIL))]
+    verdicts = [line for line in stdout_lines(cell) if line.startswith((PASS, FAIL))]
     if error is not None:
         return False, f"the cell raised {error}"
     if not verdicts:
@@ -190,9 +178,7 @@ def format_table(grades: list[Grade]) -> str:
     for g in grades:
         rows.append((g.notebook, g.exercise, f"{g.points:g}", "✓" if g.passed else "✗",
                      g.mistake or ""))  # fmt: skip
-    widths = [max(len(row[i]) for row in rows) for i in range(4)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row[:4], widths, strict=True)) + "  " + row[4]
-             for row in rows]  # fmt: skip
+    lines = columns(rows)
     earned = sum(g.points for g in grades if g.passed)
     lines.append(f"total: {earned:g} of {sum(g.points for g in grades):g} points")
     return "\n".join(lines)
@@ -204,16 +190,8 @@ def cli(args) -> int:
 
     paths = notebook_files.resolve(args.notebooks)
     start = time.perf_counter()
-    saved = os.environ.get("COURSE_PROFILE")
-    if args.profile:
-        os.environ["COURSE_PROFILE"] = args.profile
-    try:
+    with profile_env(args.profile):
         grades = grade(paths, with_solutions=args.with_solutions)
-    finally:
-        if args.profile and saved is None:
-            os.environ.pop("COURSE_PROFILE", None)
-        elif args.profile:
-            os.environ["COURSE_PROFILE"] = saved
     seconds = time.perf_counter() - start
     if args.results:
         Path(args.results).write_text(json.dumps(results_json(grades, seconds), indent=1))

@@ -49,7 +49,8 @@ class Report:
 
 
 @contextlib.contextmanager
-def _profile_env(profile: str | None):
+def profile_env(profile: str | None):
+    """COURSE_PROFILE for the kernels started inside, as it was again afterwards."""
     saved = os.environ.get("COURSE_PROFILE")
     if profile:
         os.environ["COURSE_PROFILE"] = profile
@@ -65,6 +66,19 @@ def _profile_env(profile: str | None):
 IGNORE_MARK = "NBVAL_IGNORE_OUTPUT"
 
 
+def notebook_client(nb, directory: Path, **options):
+    """A client for `nb` in a fresh kernel started in `directory`, as its relative paths expect."""
+    from nbclient import NotebookClient
+
+    return NotebookClient(
+        nb,
+        timeout=CELL_TIMEOUT,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(directory)}},
+        **options,
+    )
+
+
 def execute(
     path: Path, profile: str | None = None, write: bool = False, compare: bool = False
 ) -> Report:
@@ -74,21 +88,14 @@ def execute(
     `# NBVAL_IGNORE_OUTPUT` (its output depends on timings, process ids or arrival order);
     any other change is reported, since a re-run of an unchanged course should not make it.
     """
-    from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
 
     nb = nbformat.read(path, as_version=4)
     stored = [_output_signature(c) for c in nb.cells] if compare else []
-    client = NotebookClient(
-        nb,
-        timeout=CELL_TIMEOUT,
-        kernel_name="python3",
-        record_timing=True,
-        resources={"metadata": {"path": str(path.parent)}},
-    )
+    client = notebook_client(nb, path.parent, record_timing=True)
     start = time.perf_counter()
     error = None
-    with _profile_env(profile), PeakMemory(lambda: _kernel_pid(client)) as peak:
+    with profile_env(profile), PeakMemory(lambda: _kernel_pid(client)) as peak:
         try:
             client.execute()
         except CellExecutionError as exc:
@@ -229,6 +236,15 @@ def static_output(output):
     return None
 
 
+def columns(rows: list[tuple[str, ...]]) -> list[str]:
+    """Rows as aligned text; the last column, free text that may be long, is left unpadded."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    return [
+        "  ".join(c.ljust(w) for c, w in zip(row[:-1], widths, strict=True)) + "  " + row[-1]
+        for row in rows
+    ]
+
+
 def format_table(reports: list[Report]) -> str:
     rows = [("notebook", "seconds", "verdicts", "not judged", "result")]
     for r in reports:
@@ -238,11 +254,7 @@ def format_table(reports: list[Report]) -> str:
             else (r.error or f"{len(r.failed_verdicts)} ✗, {len(r.unstable_cells)} changed")
         )
         rows.append((r.notebook, f"{r.seconds:.1f}", str(r.verdicts), str(r.not_judged), result))
-    widths = [max(len(row[i]) for row in rows) for i in range(4)]
-    lines = [
-        "  ".join(c.ljust(w) for c, w in zip(row[:4], widths, strict=True)) + "  " + row[4]
-        for row in rows
-    ]
+    lines = columns(rows)
     for r in reports:
         lines += [f"  {r.notebook}: {line}" for line in r.failed_verdicts]
         lines += [f"  {r.notebook}: {cell}" for cell in r.slow_cells]
