@@ -58,11 +58,8 @@ def status(root: Path, sums: dict[str, str] | None = None) -> str:
 def md5sum(path: Path) -> str | None:
     if not path.is_file():
         return None
-    digest = hashlib.md5()
     with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(f, "md5").hexdigest()
 
 
 def load(root: Path, download: bool, sums: dict[str, str] | None) -> tuple:

@@ -92,11 +92,8 @@ def _checksum_path(path: Path) -> Path:
 
 
 def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
     with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def _load_cached(path: Path, num_samples: int | None = None) -> dict[str, np.ndarray] | None:
