@@ -8,12 +8,10 @@ profile's link) as a plain picture. To *measure* another link, pass it to
 
 from __future__ import annotations
 
-import matplotlib
 import matplotlib.pyplot as plt
-from matplotlib._pylab_helpers import Gcf
 
 from ..core.style import PALETTE
-from ..core.widgets import draw
+from ..core.widgets import draw, live_figure, show_controls
 from ..network.wire import Link
 from .algorithms import ALGORITHMS
 from .charts import _label, legend_outside
@@ -44,9 +42,10 @@ def link_dial(link: Link, world_size: int = 8, nbytes: list | None = None):
     from IPython.display import display
 
     nbytes = nbytes or [2**k for k in range(8, 27)]
-    with plt.ioff():
-        fig = plt.figure(figsize=(7.5, 4.0))
-    if "ipympl" not in matplotlib.get_backend() and "widget" not in matplotlib.get_backend():
+    fig = live_figure((7.5, 4.0))
+    if fig is None:
+        with plt.ioff():
+            fig = plt.figure(figsize=(7.5, 4.0))
         draw_link(fig.add_subplot(), link, world_size, nbytes)
         plt.close(fig)
         display(fig)
@@ -61,8 +60,6 @@ def link_dial(link: Link, world_size: int = 8, nbytes: list | None = None):
     )
     alpha = w.FloatLogSlider(value=link.alpha * 1e3, min=-3, max=2, description="α (ms)", **fine)
     ranks = w.IntSlider(value=world_size, min=2, max=64, description="ranks")
-    fig.canvas.header_visible = False
-    Gcf.figs.pop(fig.number, None)  # ours alone: a later inline cell must not show it again
 
     def redraw(*_):
         fig.clear()
@@ -70,9 +67,4 @@ def link_dial(link: Link, world_size: int = 8, nbytes: list | None = None):
         draw_link(fig.add_subplot(), dialed, ranks.value, nbytes)
         draw(fig)
 
-    for control in (rate, alpha, ranks):
-        control.observe(redraw, names="value")
-    redraw()
-    controls = w.HBox([rate, alpha, ranks])
-    display(controls, fig.canvas)
-    return controls
+    return show_controls({"rate": rate, "alpha": alpha, "ranks": ranks}, fig, redraw)

@@ -9,11 +9,7 @@ from __future__ import annotations
 
 import functools
 
-import matplotlib
-import matplotlib.pyplot as plt
-from matplotlib._pylab_helpers import Gcf
-
-from ..core.widgets import draw
+from ..core.widgets import draw, live_figure
 from . import charts
 from .algorithms import ALGORITHMS
 from .runs import traced_run
@@ -34,7 +30,8 @@ def step_through(algorithm: str = "tree", world_size: int = 7, max_ranks: int = 
     """Show the controls and the picture; returns the control box (or None without ipympl)."""
     from IPython.display import display
 
-    if "ipympl" not in matplotlib.get_backend() and "widget" not in matplotlib.get_backend():
+    fig = live_figure((6.5, 0.5 * max_ranks + 1.6))
+    if fig is None:
         display(charts.allreduce_rounds(list(_traces(algorithm, world_size)), algorithm))
         return None
     import ipywidgets as w
@@ -44,10 +41,6 @@ def step_through(algorithm: str = "tree", world_size: int = 7, max_ranks: int = 
     last = len(_traces(algorithm, world_size)[0].rounds) - 1
     step = w.IntSlider(value=min(1, last), min=0, max=last)  # open on the first messages
     step.description = "round"
-    with plt.ioff():
-        fig = plt.figure(figsize=(6.5, 0.5 * max_ranks + 1.6))
-    fig.canvas.header_visible = False
-    Gcf.figs.pop(fig.number, None)  # ours alone: a later inline cell must not show it again
 
     def redraw(*_):
         traces = list(_traces(pick.value, ranks.value))

@@ -13,6 +13,10 @@ from __future__ import annotations
 
 import asyncio
 
+import matplotlib
+import matplotlib.pyplot as plt
+from matplotlib._pylab_helpers import Gcf
+
 CATCH_UP_SECONDS = 0.5  # after a frame is asked for, ask for the one the saved picture keeps
 
 
@@ -31,9 +35,25 @@ def draw(fig) -> None:
     canvas._course_catch_up = loop.call_later(CATCH_UP_SECONDS, canvas.draw_idle)
 
 
+def live_figure(figsize: tuple[float, float]):
+    """A figure for controls to redraw, or None off ipympl (the caller shows a plain picture).
+
+    pyplot lets go of it at once: a later inline cell must not show it again.
+    """
+    backend = matplotlib.get_backend()
+    if "ipympl" not in backend and "widget" not in backend:
+        return None
+    with plt.ioff():
+        fig = plt.figure(figsize=figsize)
+    fig.canvas.header_visible = False
+    Gcf.figs.pop(fig.number, None)
+    return fig
+
+
 def show_controls(controls: dict, fig, redraw, per_row: int = 3):
     """Redraw `fig` whenever a control changes, draw it once now, and show the controls
-    (`per_row` to a row) above its canvas; returns the box of controls."""
+    (`per_row` to a row) above its canvas; returns the box of controls, a single row's
+    without a column around it."""
     import ipywidgets as w
     from IPython.display import display
 
@@ -41,6 +61,7 @@ def show_controls(controls: dict, fig, redraw, per_row: int = 3):
         control.observe(redraw, names="value")
     redraw()
     items = list(controls.values())
-    box = w.VBox([w.HBox(items[i : i + per_row]) for i in range(0, len(items), per_row)])
+    rows = [w.HBox(items[i : i + per_row]) for i in range(0, len(items), per_row)]
+    box = rows[0] if len(rows) == 1 else w.VBox(rows)
     display(box, fig.canvas)
     return box

@@ -12,11 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-import matplotlib
-import matplotlib.pyplot as plt
-from matplotlib._pylab_helpers import Gcf
-
-from ..core.widgets import draw, show_controls
+from ..core.widgets import draw, live_figure, show_controls
 from . import charts
 from .formulas import (
     PRECISIONS,
@@ -100,7 +96,8 @@ def memory_calculator(
     from IPython.display import display
 
     model = model or Transformer()
-    if "ipympl" not in matplotlib.get_backend() and "widget" not in matplotlib.get_backend():
+    fig = live_figure((6.5, 3.8))
+    if fig is None:
         display(_picture(model, ranks, stage, precision, checkpointing, gpu_gb))
         return None
     import ipywidgets as w
@@ -129,10 +126,6 @@ def memory_calculator(
         ),
         "checkpointing": w.Checkbox(value=checkpointing, description="checkpointing"),
     }
-    with plt.ioff():
-        fig = plt.figure(figsize=(6.5, 3.8))
-    fig.canvas.header_visible = False
-    Gcf.figs.pop(fig.number, None)  # ours alone: a later inline cell must not show it again
 
     def redraw(*_):
         fig.clear()

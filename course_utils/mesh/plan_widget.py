@@ -7,12 +7,10 @@ as a plain picture (as `memory.calculator` and `allreduce.dial` do).
 
 from __future__ import annotations
 
-import matplotlib
 import matplotlib.pyplot as plt
-from matplotlib._pylab_helpers import Gcf
 
 from ..core.style import PALETTE
-from ..core.widgets import draw, show_controls
+from ..core.widgets import draw, live_figure, show_controls
 from .plan_model import MODEL_PRESETS, cluster, model
 from .planner import Plan, layouts, plan
 
@@ -82,10 +80,11 @@ def planner_widget(
     def planned(name, n, g, mem, prec):
         return plan(model(name), cluster(f"{n}x{g}:{kind}", memory_gb=mem), prec)
 
-    with plt.ioff():
-        fig = plt.figure(figsize=(9.0, 4.2))
     first = planned(model_name, nodes, gpus_per_node, memory_gb, precision)
-    if "ipympl" not in matplotlib.get_backend() and "widget" not in matplotlib.get_backend():
+    fig = live_figure((9.0, 4.2))
+    if fig is None:
+        with plt.ioff():
+            fig = plt.figure(figsize=(9.0, 4.2))
         draw_plan(fig, first, top)
         plt.close(fig)
         display(fig)
@@ -103,8 +102,6 @@ def planner_widget(
         "memory": w.FloatSlider(value=memory_gb, min=8, max=192, step=8, description="GB/GPU"),
         "precision": w.Dropdown(options=["bf16", "fp32"], value=precision, description="precision"),
     }
-    fig.canvas.header_visible = False
-    Gcf.figs.pop(fig.number, None)  # ours alone: a later inline cell must not show it again
 
     offering = []  # set while the node counts change: their own events redraw nothing
 

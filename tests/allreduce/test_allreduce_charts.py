@@ -74,7 +74,7 @@ def test_the_link_dial_reads_the_profiles_5_ms_and_redraws(monkeypatch):
 
     shown = []
     monkeypatch.setattr("IPython.display.display", lambda *a: shown.extend(a))
-    monkeypatch.setattr(dial.matplotlib, "get_backend", lambda: "module://ipympl.backend_nbagg")
+    monkeypatch.setattr("matplotlib.get_backend", lambda: "module://ipympl.backend_nbagg")
     box = dial.link_dial(fabric.parse("100mbit,5ms"), world_size=4)
     rate, alpha, ranks = box.children
     for slider, wanted in ((alpha, 5.0), (rate, 100.0)):
@@ -84,5 +84,5 @@ def test_the_link_dial_reads_the_profiles_5_ms_and_redraws(monkeypatch):
     figure = shown[-1].figure
     alpha.value = 0.01  # a faster link: the title follows the dial
     assert "10 µs" in figure.axes[0].get_title() and "N = 4" in figure.axes[0].get_title()
-    monkeypatch.setattr(dial.matplotlib, "get_backend", lambda: "agg")
+    monkeypatch.setattr("matplotlib.get_backend", lambda: "agg")
     assert dial.link_dial(fabric.parse("100mbit,5ms")) is None  # a plain picture instead

@@ -151,7 +151,7 @@ def test_the_node_slider_offers_only_the_counts_the_planner_can_plan(monkeypatch
         redraw()
         shown.update(controls=controls, fig=fig)
 
-    monkeypatch.setattr(plan_widget.matplotlib, "get_backend", lambda: "widget")
+    monkeypatch.setattr("matplotlib.get_backend", lambda: "widget")
     monkeypatch.setattr(plan_widget, "show_controls", show_controls)
     monkeypatch.setattr(plan_widget, "draw", lambda fig: None)
     planner_widget("llama3-8b", nodes=8)
