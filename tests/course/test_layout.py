@@ -65,6 +65,23 @@ def test_no_module_is_longer_than_300_lines():
     assert not long, f"split these modules: {long}"
 
 
+# Python outside tests/, as `git ls-files "*.py"` lists it: a ratchet, lowered as copies and
+# harness go, so that they do not quietly come back (the aim is 22,000 lines).
+MAX_TOTAL_LINES = 31_000
+
+
+def test_the_python_outside_tests_stays_under_its_ceiling():
+    git = subprocess.run(
+        ["git", "ls-files", "*.py"], cwd=PACKAGE.parent, capture_output=True, text=True
+    )
+    listed = git.stdout.split()
+    if git.returncode or not listed:
+        pytest.skip("not a git checkout: nothing lists the tracked files")
+    outside = [PACKAGE.parent / f for f in listed if not f.startswith("tests/")]
+    total = sum(len(path.read_text().splitlines()) for path in outside if path.exists())
+    assert total <= MAX_TOTAL_LINES, f"{total} lines of Python outside tests/"
+
+
 def test_no_import_cycle_at_module_level():
     graph = {name: _imports(name, path) for name, path in _modules().items()}
     visiting, done = set(), set()
