@@ -16,7 +16,8 @@ The clock counts the rank's own work (its compute, the reduction's adds), never 
 spent by the simulator itself or inside gloo moving the bytes (`not_counted`): the
 wire time charged for a message already stands for that. A link whose two directions
 share one rank's bandwidth (`Link.both_ways_slowdown`, two processes on one machine)
-stretches the part of a message that arrives while the rank's own send is on the wire.
+stretches the part of a message's bytes that arrives while the rank's own bytes are on the
+wire. Its latency alpha is not stretched: alpha is a message's fixed cost, not bandwidth.
 """
 
 from __future__ import annotations
@@ -38,9 +39,9 @@ LAG = 0.05  # seconds: a rank whose real time runs this far ahead (it waited out
 class Clock:
     """One rank's virtual time, and when its outgoing and incoming wires are next free."""
 
-    def __init__(self, lag: float = LAG, both_ways_slowdown: float = 1.0):
+    def __init__(self, lag: float = LAG, both_ways_slowdown: float = 1.0, alpha: float = 0.0):
         self.lag = lag  # math.inf: a purely virtual clock (compute counts as CPU time only)
-        self.both_ways_slowdown = both_ways_slowdown
+        self.both_ways_slowdown, self.alpha = both_ways_slowdown, alpha
         self.restart()
 
     def restart(self, at: float | None = None) -> None:
@@ -72,13 +73,15 @@ class Clock:
         for the part that came in while this rank was sending, on a link whose two
         directions share the rank's bandwidth. A rank may wait for its messages in another
         order than they came (a tree's parent waits for its children in turn): one that came
-        first takes the wire's first free gap, not the end of the queue."""
+        first takes the wire's first free gap, not the end of the queue. Each message's
+        bytes follow its latency `alpha`; only bytes overlapping bytes are slowed."""
         start = arrives - seconds
         for begin, end in sorted(self.incoming):
             if start + seconds <= begin:
                 break
             start = max(start, end)
-        both_ways = max(0.0, min(start + seconds, self.out) - max(start, self.sending_since))
+        bytes_overlap = min(start + seconds, self.out) - self.alpha - max(start, self.sending_since)
+        both_ways = max(0.0, bytes_overlap)
         done = start + seconds + both_ways * (self.both_ways_slowdown - 1.0)
         self.incoming = [*self.incoming[-63:], (start, done)]  # older ones cannot matter
         self.into = max(self.into, done)

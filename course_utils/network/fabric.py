@@ -179,7 +179,8 @@ def add_argument(
 
 def ring_allreduce_seconds(link: Link, nbytes: float, world: int) -> float:
     """Wire time of a ring allreduce: 2(N-1) messages of n/N bytes, one after another, each
-    while the rank also receives one (both ways at once)."""
-    if world <= 1:
+    while the rank also receives one (both ways at once: the bytes, not alpha, slow down)."""
+    if world <= 1 or not link.emulated:
         return 0.0
-    return 2 * (world - 1) * link.wire_seconds(nbytes / world) * link.both_ways_slowdown
+    step = link.alpha + nbytes / world * link.beta * link.both_ways_slowdown
+    return 2 * (world - 1) * step

@@ -58,8 +58,8 @@ def active(link: Link | str | None, virtual: bool = False):
     if isinstance(link, str) and link.strip().lower() == AUTO and dist.is_initialized():
         link = resolve(link, dist.get_world_size(), dist.get_backend())
     _state["link"] = parse(link)
-    slowdown = _state["link"].both_ways_slowdown
-    _state["clock"] = Clock(math.inf if virtual else LAG, both_ways_slowdown=slowdown)
+    slowdown, alpha = _state["link"].both_ways_slowdown, _state["link"].alpha
+    _state["clock"] = Clock(math.inf if virtual else LAG, slowdown, alpha)
     simulated = recorder.simulated(_Wire) if _state["link"].emulated else contextlib.nullcontext()
     try:
         with simulated:

@@ -119,6 +119,17 @@ def test_a_message_that_arrives_while_the_rank_sends_is_slowed_on_a_shared_link(
         assert b.received(WIRE, from_a) - 1024 == pytest.approx(expected, abs=1e-12)
 
 
+def test_a_shared_link_slows_an_exchanges_bytes_not_its_latency(fake_time):
+    """The same exchange where a quarter of each message's wire time is its alpha: only the
+    other three quarters, the bytes, take 1.5 times as long."""
+    alpha = WIRE / 4
+    a, b = (Clock(both_ways_slowdown=1.5, alpha=alpha) for _ in range(2))
+    from_a, from_b = a.send(WIRE), b.send(WIRE)
+    expected = alpha + 1.5 * (WIRE - alpha)
+    assert a.received(WIRE, from_b) - 1024 == pytest.approx(expected, abs=1e-12)
+    assert b.received(WIRE, from_a) - 1024 == pytest.approx(expected, abs=1e-12)
+
+
 def test_a_message_alone_on_a_shared_link_pays_one_way(fake_time):
     """A tree's round: the child sends, the parent only receives; nothing overlaps."""
     child, parent = Clock(both_ways_slowdown=2.0), Clock(both_ways_slowdown=2.0)

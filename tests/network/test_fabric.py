@@ -24,9 +24,10 @@ def test_a_both_ways_rate_slows_a_ring_and_round_trips_through_its_spec():
     assert "400 Mbit/s each way when both are busy" in shared.label and "50 µs" in shared.label
     full = fabric.parse("800mbit,50us")
     assert full.both_ways_slowdown == 1.0
-    assert fabric.ring_allreduce_seconds(shared, 4000, 4) == pytest.approx(
-        2 * fabric.ring_allreduce_seconds(full, 4000, 4)
-    )
+    # 6 steps of 1,000 bytes: their bytes take twice as long (10 us, not 5), alpha does not
+    steps = 6 * (50e-6 + 2 * 1000 * 8 / 800e6), 6 * (50e-6 + 1000 * 8 / 800e6)
+    assert fabric.ring_allreduce_seconds(shared, 4000, 4) == pytest.approx(steps[0])
+    assert fabric.ring_allreduce_seconds(full, 4000, 4) == pytest.approx(steps[1])
     assert fabric.REAL.both_ways_slowdown == 1.0
 
 
