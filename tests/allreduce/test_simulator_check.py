@@ -93,7 +93,7 @@ def test_bench_meets_its_target_only_when_every_large_row_is_within_30_percent(m
     assert result["met"] is True and result["judged"] is True
     assert {r["world_size"] for r in result["rows"]} == {2}
     assert len(result["rows"]) == 4 * 3  # four algorithms, 1, 4 and 16 MiB
-    assert len(result["fitted"][2]) == 3  # one row of terms per fit
+    assert len(result["fitted"][2]) == 5  # one row of terms per fit, five by default
     assert result["fitted"][2][0]["both_ways_gb_s_each"] == pytest.approx(0.5)
     assert _bench(monkeypatch, 1.5)["met"] is False  # the simulator 50% off
 
