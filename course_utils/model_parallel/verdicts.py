@@ -135,20 +135,6 @@ def bubble_shrinks(rows: list[dict], noise=0.1, machine: MachineShare | None = N
     )
 
 
-@timing_claim("named by its rows", "physical bound", _BUBBLE_FAILS)
-def bubble_never_below_formula(
-    rows: list[dict], slack=0.05, machine: MachineShare | None = None
-) -> Verdict:
-    """`slack`: how far below, relative to the formula, one step's noise may put it (the
-    least idle of a few steps scattered 1-3% below at M = 8 on a 2-core laptop)."""
-    return verdict(
-        all(r["measured"] >= (1 - slack) * r["predicted"] for r in rows),
-        f"{_clock(rows)} clock: the measured bubble is never below the formula (by more than "
-        f"{slack:.0%}, the noise of one step): hand-offs only add idle time",
-        machine,
-    )
-
-
 # ------------------------------------------------------------- 5. 1F1B against GPipe
 
 
