@@ -98,8 +98,8 @@ def first_problem_verdict(fn, name: str, problem, cases, solved: str) -> Verdict
     """Print the verdict on the learner's `fn` (the exercise `name`): refused if it is the
     course's own answer; else `problem(*case)` for each case, the first that finds one
     (its text, `answer`'s, or what `fn` raised) gives the ✗; `solved` if none does."""
-    if own_answer_name(fn):
-        return verdict(False, message(own_answer_name(fn)))
+    if owned := own_answer_name(fn):
+        return verdict(False, message(owned))
     for case in cases:
         try:
             found = problem(*case)
