@@ -8,6 +8,7 @@ verdict lines it printed, and any ✗ or error with the cell it came from.
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import time
 from dataclasses import asdict, dataclass, field
@@ -180,17 +181,18 @@ def _coalesced(outputs: list) -> list:
 
 
 def _output_signature(cell) -> list:
-    """What a cell showed: its streams, its pictures and texts, its errors (no widget ids)."""
+    """What a cell showed, as `store` keeps it (a widget as its picture): its streams, its
+    pictures and texts, its errors. A fresh run is compared with the stored copy."""
     if cell.get("cell_type") != "code":
         return []
     signature = []
-    for output in _coalesced([dict(o) for o in cell.get("outputs", [])]):
+    kept = [static_output(copy.deepcopy(o)) for o in cell.get("outputs", [])]
+    for output in _coalesced([o for o in kept if o is not None]):
         kind = output.get("output_type")
         if kind == "stream":
             signature.append((output.get("name"), output.get("text")))
         elif kind in ("display_data", "execute_result"):
-            data = output.get("data", {})
-            signature.append(sorted((k, str(v)) for k, v in data.items() if "widget" not in k))
+            signature.append(sorted((k, str(v)) for k, v in output.get("data", {}).items()))
         elif kind == "error":
             signature.append(("error", output.get("ename")))
     return signature

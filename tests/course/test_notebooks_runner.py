@@ -88,6 +88,22 @@ def test_compare_flags_changed_cells_unless_marked(tmp_path):
     assert "not marked NBVAL_IGNORE_OUTPUT" in notebooks.format_table([report])
 
 
+def test_compare_sees_a_widget_as_its_stored_picture(tmp_path):
+    def widget(picture: str) -> str:
+        return (
+            "from IPython.display import display\n"
+            "import time\n"
+            "view = {'model_id': str(time.time_ns()), 'version_major': 2}\n"
+            "display({'application/vnd.jupyter.widget-view+json': view, "
+            f"'image/png': {picture}, 'text/plain': 'Canvas()'}}, raw=True)"
+        )
+
+    path = _notebook(tmp_path / "06_widget.ipynb", widget("'iVBOR'"), widget("str(time.time())"))
+    notebooks.execute(path, write=True)
+    report = notebooks.execute(path, compare=True)
+    assert [c.split(":")[0] for c in report.unstable_cells] == ["cell 1"]
+
+
 def test_stream_chunks_are_stored_as_one_output(tmp_path):
     path = _notebook(
         tmp_path / "05_chunks.ipynb",
