@@ -20,6 +20,7 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from ..core import progress
 from ..core.training import torch_threads
 from ..ranks.launch import launch
 from .anatomy import SavedBytes
@@ -73,18 +74,20 @@ def _peak_of_a_step(blocks: nn.ModuleList, x: torch.Tensor, every: int) -> int:
 
 
 def _turns(blocks, x, everies, repeats: int, rows: dict) -> None:
-    for _ in range(repeats + 1):
-        for k in everies:
-            blocks.zero_grad(set_to_none=True)
-            start = time.thread_time()
-            with SavedBytes(blocks.parameters()) as saved:
-                loss = _forward(blocks, x, k).pow(2).mean()
-            middle = time.thread_time()
-            loss.backward()
-            rows[k]["step"].append(time.thread_time() - start)
-            rows[k]["forward"].append(middle - start)
-            rows[k]["saved"] = saved.nbytes
-            rows[k]["grad"] = torch.cat([p.grad.reshape(-1) for p in blocks.parameters()])
+    with progress.bar(repeats + 1, "each setting in turn", "round") as bar:
+        for _ in range(repeats + 1):
+            for k in everies:
+                blocks.zero_grad(set_to_none=True)
+                start = time.thread_time()
+                with SavedBytes(blocks.parameters()) as saved:
+                    loss = _forward(blocks, x, k).pow(2).mean()
+                middle = time.thread_time()
+                loss.backward()
+                rows[k]["step"].append(time.thread_time() - start)
+                rows[k]["forward"].append(middle - start)
+                rows[k]["saved"] = saved.nbytes
+                rows[k]["grad"] = torch.cat([p.grad.reshape(-1) for p in blocks.parameters()])
+            bar.update(1)
 
 
 def _summary(row: dict, count: int) -> dict:

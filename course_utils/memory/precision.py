@@ -13,6 +13,7 @@ import time
 import torch
 import torch.nn.functional as F
 
+from ..core import progress
 from ..core.training import torch_threads
 from .zero import mlp
 
@@ -76,27 +77,31 @@ def small_sums(terms: int, value: float) -> dict:
 
 
 def autocast_race(widths, data, epochs: int, batch: int, lr: float = 1e-3) -> dict:
-    """Train the same MLP on the same batches in fp32 and under bf16 autocast: accuracy, time."""
+    """Train the same MLP on the same batches in fp32 and under bf16 autocast: accuracy, and
+    the training thread's CPU time (not the kernel's other threads, which draw the bar)."""
     x, y = data.train.tensors
     xt, yt = data.test.tensors
     out = {}
-    for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
-        model = mlp(widths)
-        optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-        start = time.process_time()
-        with torch_threads(1):
-            _train(model, optimizer, x, y, dtype, epochs, batch)
-        seconds = time.process_time() - start
-        with torch.no_grad(), torch.autocast("cpu", dtype=dtype, enabled=dtype != torch.float32):
-            accuracy = float((model(xt.float()).argmax(1) == yt).float().mean())
-        out[name] = {"accuracy": accuracy, "seconds": seconds}
+    with progress.bar(2 * epochs, "fp32, then bf16", "epoch") as bar:
+        for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
+            model = mlp(widths)
+            optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+            start = time.thread_time()
+            with torch_threads(1):
+                _train(model, optimizer, x, y, dtype, epochs, batch, bar)
+            seconds = time.thread_time() - start
+            autocast = torch.autocast("cpu", dtype=dtype, enabled=dtype != torch.float32)
+            with torch.no_grad(), autocast:
+                accuracy = float((model(xt.float()).argmax(1) == yt).float().mean())
+            out[name] = {"accuracy": accuracy, "seconds": seconds}
     return out
 
 
-def _train(model, optimizer, x, y, dtype, epochs: int, batch: int) -> None:
+def _train(model, optimizer, x, y, dtype, epochs: int, batch: int, bar) -> None:
     g = torch.Generator().manual_seed(0)
     for _ in range(epochs):
         for idx in torch.randperm(len(x), generator=g).split(batch):
             optimizer.zero_grad()
             _loss(model, x[idx].float(), y[idx], dtype, 1.0).backward()
             optimizer.step()
+        bar.update(1)
