@@ -78,7 +78,8 @@ def small_sums(terms: int, value: float) -> dict:
 
 def autocast_race(widths, data, epochs: int, batch: int, lr: float = 1e-3) -> dict:
     """Train the same MLP on the same batches in fp32 and under bf16 autocast: accuracy, and
-    the training thread's CPU time (not the kernel's other threads, which draw the bar)."""
+    the training thread's CPU time (a kernel's other threads, sending its output and watching
+    the bar, are not counted)."""
     x, y = data.train.tensors
     xt, yt = data.test.tensors
     out = {}
