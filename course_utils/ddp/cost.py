@@ -11,6 +11,7 @@ bucket size, and an fp16 compression hook.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import time
 from dataclasses import dataclass
@@ -162,42 +163,53 @@ def _slowest(times: list[StepTimes]) -> StepTimes:
     return max(times, key=lambda t: t.seconds)
 
 
+def _median(runs: list[StepTimes]) -> StepTimes:
+    return sorted(runs, key=lambda t: t.seconds)[len(runs) // 2]
+
+
+def time_rounds(time_one, runs: list, repeats: int, desc: str) -> list[list[StepTimes]]:
+    """Inside a rank: `repeats` rounds of `time_one(run)` for every run in turn, all in one
+    launch: starting ranks can cost more than a run (about 13 s a spawned NCCL rank on an
+    H200), and a busy spell of the machine falls on a whole round rather than on one run."""
+    rounds = [[] for _ in range(repeats)]
+    with progress.bar(len(runs) * repeats, desc, "run") as bar:
+        for row in rounds:
+            for run in runs:
+                bar.set_postfix(run=getattr(run, "name", run))
+                row.append(time_one(run))
+                bar.update(1)
+    return rounds
+
+
 def measure(
     variants: list[Variant], world_size: int, samples_per_rank: int, setup: Setup | None = None,
     repeats: int = 1, backend: str = "gloo", link=REAL,
 ) -> list[StepTimes]:  # fmt: skip
-    """Time each variant on `world_size` ranks (median of `repeats` launches), over `link`
+    """Time each variant on `world_size` ranks (median of `repeats` rounds), over `link`
     (None: the profile's; the cpu profile's is emulated, so the wire, not the shared
     cores, sets the communication time). The backend puts the ranks on its devices."""
     setup = setup or Setup()
     load_data(setup)
     on = wire.resolve(link, world_size, backend)
-    results = []
-    with progress.bar(len(variants) * repeats, f"DDP on {world_size} ranks", "run") as bar:
-        for variant in variants:
-            bar.set_postfix(variant=variant.name)
-            runs = []
-            for _ in range(repeats):
-                args = (setup, variant, samples_per_rank, on)
-                runs.append(_slowest(launch(time_replica, world_size, backend=backend, args=args)))
-                bar.update(1)
-            results.append(sorted(runs, key=lambda t: t.seconds)[len(runs) // 2])
-    return results
+    time_one = functools.partial(time_replica, setup, samples=samples_per_rank, link=on)
+    args = (time_one, variants, repeats, f"DDP on {world_size} ranks")
+    by_rank = launch(time_rounds, world_size, backend=backend, args=args)
+    return [
+        _median([_slowest([rounds[k][i] for rounds in by_rank]) for k in range(repeats)])
+        for i in range(len(variants))
+    ]
 
 
 def measure_single(
     batch: int, samples: int, setup: Setup | None = None, repeats: int = 1, backend: str = "gloo"
 ) -> StepTimes:
-    """The one-process baseline, run as a single rank so it lands on the backend's device."""
+    """The one-process baseline, in rounds on one rank so it lands on the backend's device."""
     setup = setup or Setup()
     load_data(setup)
-    args = (setup, batch, samples)
-    runs = []
-    with progress.bar(repeats, f"one process, batch {batch}", "run") as bar:
-        for _ in range(repeats):
-            runs.append(launch(time_single, 1, backend=backend, args=args)[0])
-            bar.update(1)
-    return sorted(runs, key=lambda t: t.seconds)[len(runs) // 2]
+    time_one = functools.partial(time_single, setup, samples=samples)
+    args = (time_one, [batch], repeats, f"one process, batch {batch}")
+    (rounds,) = launch(time_rounds, 1, backend=backend, args=args)
+    return _median([row[0] for row in rounds])
 
 
 def standard_variants(

@@ -69,6 +69,23 @@ def test_timings_count_syncs_buckets_and_communication():
     assert single.communication == 0 and single.syncs == 32
 
 
+def test_every_repeat_of_every_variant_shares_one_launch(monkeypatch):
+    launches = []
+
+    def counted(fn, world_size, **options):
+        launches.append(fn.__name__)
+        return launch(fn, world_size, **options)
+
+    monkeypatch.setattr(ddp_timing, "launch", counted)
+    setup = dp.Setup(hidden=16)
+    variants = [ddp_timing.Variant("naive", 4), ddp_timing.Variant("fp16", 4, hook="fp16")]
+    naive, fp16 = ddp_timing.measure(variants, 2, 32, setup, repeats=3)
+    single = ddp_timing.measure_single(8, 64, setup, repeats=3)
+    assert launches == ["time_rounds", "time_rounds"]  # not one launch per repeat
+    assert (naive.name, fp16.name, single.name) == ("naive", "fp16", "one process")
+    assert naive.syncs == fp16.syncs == 8 and single.syncs == 8
+
+
 def _accumulated_parameters(no_sync: bool) -> torch.Tensor:
     setup = dp.Setup(hidden=16)
     d = dp.load_data(setup)
