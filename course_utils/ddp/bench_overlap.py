@@ -45,7 +45,6 @@ def run(args) -> dict:
     shorter = max(result.get("hideable", 0.0), 1e-12)
     return {
         "benchmark": NAME,
-        "clock": "real",
         "link": link.spec,
         "link_label": result.pop("link"),
         "world_size": args.world_size,

@@ -23,17 +23,14 @@ from ..network import wire
 from ..ranks.bootstrap import device, synchronize
 from ..ranks.launch import launch
 from .equivalence import wrap
+from .verdicts import link_clock
 from .wire import OnLink, on_link_hook
 
 
 def stacked_mlp(layers: int, width: int, classes: int = 10) -> nn.Sequential:
     """`layers` linear layers of `width` with ReLUs between: gradients ready back to front."""
-    blocks = []
-    for i in range(layers):
-        blocks += (
-            [nn.Linear(width, width), nn.ReLU()] if i < layers - 1 else [nn.Linear(width, classes)]
-        )
-    return nn.Sequential(*blocks)
+    hidden = [m for _ in range(layers - 1) for m in (nn.Linear(width, width), nn.ReLU())]
+    return nn.Sequential(*hidden, nn.Linear(width, classes))
 
 
 def overlap_saving(
@@ -120,6 +117,7 @@ def _saving_on_rank(layers, width, batch, bucket_cap_mb, steps, link) -> dict:
     return {
         **seconds,
         "link": link.label,
+        "clock": link_clock(link),
         "buckets": len(buckets),
         "hideable": max(0.0, min(backward_only, seconds["communication"])),
         "sequential": sequential,

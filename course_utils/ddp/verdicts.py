@@ -112,7 +112,7 @@ def no_sync_cuts_syncs(
 
 
 @timing_claim(
-    "simulated",
+    "named by its rows",
     "measurement",
     "test_overlap_saving_is_measured_and_its_verdict_fails_without_overlap",
 )
@@ -124,7 +124,7 @@ def overlap_saves(result: dict, share: float = 0.5) -> Verdict:
     could = result.get("hideable", min(result["compute"], result["communication"]))
     return verdict(
         could > 0 and result["saving"] >= share * could,
-        f"simulated link, real compute: overlapping the all-reduces with the backward pass "
+        f"{result['clock']}: overlapping the all-reduces with the backward pass "
         f"saves at least {share:.0%} of "
         "what it could hide (the shorter of the backward pass and the communication), "
         "against computing first and then communicating",
@@ -133,7 +133,7 @@ def overlap_saves(result: dict, share: float = 0.5) -> Verdict:
 
 
 @timing_claim(
-    "simulated",
+    "named by its rows",
     "physical bound",
     "test_an_overlapped_step_shorter_than_its_communication_is_refused",
 )
@@ -144,7 +144,7 @@ def overlap_physically_possible(result: dict, noise: float = 0.05) -> Verdict:
     floor = max(result["compute"], result.get("forward", 0.0) + result["communication"])
     return verdict(
         result["overlapped"] >= (1 - noise) * floor,
-        f"simulated link, real compute: the overlapped step is no shorter than the "
+        f"{result['clock']}: the overlapped step is no shorter than the "
         f"computation, nor than the forward pass plus all the communication (less "
         f"{noise:.0%} for noise): the measurement is physically possible",
         result.get("machine"),
