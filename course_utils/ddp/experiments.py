@@ -105,6 +105,11 @@ class ScalingRow:
     final_train_loss: float
 
 
+def ddp_trainings(runs: list[Setup], epochs: int) -> list[History]:
+    """Inside a rank: each run's DDP training in turn, one launch (spawned ranks start slowly)."""
+    return [ddp_training(run, epochs) for run in runs]
+
+
 def lr_scaling(
     world_size: int,
     per_rank_batches: tuple[int, ...],
@@ -113,23 +118,21 @@ def lr_scaling(
     epochs: int,
     backend: str = "gloo",
 ) -> list[ScalingRow]:
-    """Test accuracy of DDP at each effective batch, with the lr fixed and with it scaled.
-
-    The base is the smallest effective batch; there the two runs are the same one.
-    """
+    """Test accuracy of DDP at each effective batch, with the lr fixed and with it scaled
+    from the smallest (the base, where the two runs are one)."""
     load_data(setup)
-    base_batch = world_size * min(per_rank_batches)
-    rows = []
-    for b in sorted(per_rank_batches):
-        batch = world_size * b
-        for scaled in (False, True) if batch != base_batch else (False,):
-            lr = scaled_lr(base_lr, base_batch, batch) if scaled else base_lr
-            run = replace(setup, per_rank_batch=b, lr=lr)
-            h = launch(ddp_training, world_size, backend=backend, args=(run, epochs))[0]
-            rows.append(ScalingRow(batch, lr, scaled, h.test_acc, h.epoch_train_loss[-1]))
-            if batch == base_batch:
-                rows.append(ScalingRow(batch, lr, True, h.test_acc, h.epoch_train_loss[-1]))
-    return rows
+    base = min(per_rank_batches)
+    asked = [(b, s) for b in sorted(per_rank_batches) for s in (False, True)]
+    lrs = {(b, s): scaled_lr(base_lr, base, b) if s and b != base else base_lr for b, s in asked}
+    runs = list(dict.fromkeys((b, lrs[b, s]) for b, s in asked))
+    setups = [replace(setup, per_rank_batch=b, lr=lr) for b, lr in runs]
+    trained = launch(ddp_trainings, world_size, backend=backend, args=(setups, epochs))[0]
+    by_run = dict(zip(runs, trained, strict=True))
+    return [
+        ScalingRow(world_size * b, lrs[b, s], s, h.test_acc, h.epoch_train_loss[-1])
+        for b, s in asked
+        for h in [by_run[b, lrs[b, s]]]
+    ]
 
 
 @dataclass

@@ -120,12 +120,21 @@ def test_ddp_behaves_like_one_process_at_the_effective_batch():
     assert cmp.gap_to_effective < cmp.gap_to_per_rank
 
 
-def test_lr_scaling_rows_cover_fixed_and_scaled_at_every_batch():
+def test_lr_scaling_rows_cover_fixed_and_scaled_at_every_batch(monkeypatch):
+    launches = []
+
+    def counted(fn, world_size, **options):
+        launches.append((fn.__name__, len(options["args"][0])))
+        return launch(fn, world_size, **options)
+
+    monkeypatch.setattr(ddp_runs, "launch", counted)
     setup = dp.Setup(hidden=16, num_samples=1000)
     rows = ddp_runs.lr_scaling(2, (8, 32), setup, base_lr=0.05, epochs=1)
     seen = {(r.effective_batch, r.scaled): r.lr for r in rows}
     assert seen == {(16, False): 0.05, (16, True): 0.05, (64, False): 0.05, (64, True): 0.2}
     assert all(0 <= r.test_acc <= 1 for r in rows)
+    assert launches == [("ddp_trainings", 3)]  # one launch; the base's two rows are one run
+    assert rows[0].test_acc == rows[1].test_acc
 
 
 def test_splitting_a_global_batch_reports_compute_and_communication():
