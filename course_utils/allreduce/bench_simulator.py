@@ -7,10 +7,10 @@ simulator to them, then times the ring, tree, butterfly and parameter server for
 (`simulator_check.against_the_real_link`), and again for each of `--fits` fits; a row is
 the median over them. Five by default: on 2 cores one fit's alpha can be twice the next
 one's, and on 2026-11-29 the median of three missed 30% on a row in 2 of 9 runs (1.31x,
-1.38x), the median of five in 1 of 9 (0.69x). Target (design.md): every row of 1 MiB or more
-within 30%. Every measurement is wall time on the real link, so it is judged only when
-other programs left the ranks their cores (`core.machine`); otherwise `met` is None. A
-machine with more cores gives more N: the strongest check the simulator can get.
+1.38x), the median of five in 2 of 12 (0.69x, 0.59x). Target (design.md): every row of
+1 MiB or more within 30%. Every measurement is wall time on the real link, so it is judged
+only when other programs left the ranks their cores (`core.machine`); otherwise `met` is
+None. A machine with more cores gives more N: the strongest check the simulator can get.
 
 `--nodes` (Linux, root, from a clone of the course) checks it where the wire, not the
 cores, sets the time: `tests/cluster/cluster_check.py` makes 8 nodes of network
