@@ -42,37 +42,39 @@ def _traced_on_rank(algorithm: str, values: list) -> tuple:
 
 
 def compare_with_builtin(
-    world_size: int, numels: tuple, dtypes: tuple, timeout: float = 60.0, backend: str = "gloo",
-    algorithms: tuple = tuple(ALGORITHMS),
+    world_sizes: tuple, numels: tuple, dtypes: tuple, timeout: float = 60.0,
+    backend: str = "gloo", algorithms: tuple = tuple(ALGORITHMS),
 ) -> list[dict]:  # fmt: skip
-    """Each of `algorithms` against `dist.all_reduce` on the same random inputs.
+    """Each of `algorithms` against `dist.all_reduce` on the same random inputs, on each of
+    `world_sizes` ranks (a launch each).
 
-    One row per (algorithm, numel, dtype): whether every rank's result equals the built-in
-    one (exactly for integers, to rounding for floats), whether all ranks agree bit for
-    bit, and the rounds and bytes each rank moved, as counted at the torch.distributed
+    One row per (algorithm, N, numel, dtype): whether every rank's result equals the
+    built-in one (exactly for integers, to rounding for floats), whether all ranks agree bit
+    for bit, and the rounds and bytes each rank moved, as counted at the torch.distributed
     boundary.
     """
-    names = tuple(known(a) for a in algorithms)
-    rows = launch(
-        _compare_on_rank, world_size, args=(numels, dtypes, names), timeout=timeout,
-        backend=backend,
-    )  # fmt: skip
-    merged = []
-    for i, row in enumerate(rows[0]):
-        per_rank = [r[i] for r in rows]
-        logs = [r["messages"] for r in per_rank]
-        counted = traces(logs, [r["result"] for r in per_rank], str)
-        merged.append(
-            {
-                **{k: row[k] for k in ("algorithm", "world_size", "numel", "dtype")},
-                "rounds": len(counted[0].rounds) - 1,
-                "equal": all(r["equal"] for r in per_rank),
-                "ranks_agree": all(torch.equal(r["result"], row["result"]) for r in per_rank),
-                "max_abs_error": max(r["max_abs_error"] for r in per_rank),
-                "bytes": [(t.bytes_sent, t.bytes_received) for t in counted],
-            }
-        )
+    names, merged = tuple(known(a) for a in algorithms), []
+    with progress.bar(len(world_sizes), "each N against dist.all_reduce", "launch") as bar:
+        for n in world_sizes:
+            args = (numels, dtypes, names)
+            rows = launch(_compare_on_rank, n, args=args, timeout=timeout, backend=backend)
+            merged += [_merged([r[i] for r in rows]) for i in range(len(rows[0]))]
+            bar.update(1)
     return merged
+
+
+def _merged(per_rank: list[dict]) -> dict:
+    """One comparison's row from every rank's."""
+    row = per_rank[0]
+    counted = traces([r["messages"] for r in per_rank], [r["result"] for r in per_rank], str)
+    return {
+        **{k: row[k] for k in ("algorithm", "world_size", "numel", "dtype")},
+        "rounds": len(counted[0].rounds) - 1,
+        "equal": all(r["equal"] for r in per_rank),
+        "ranks_agree": all(torch.equal(r["result"], row["result"]) for r in per_rank),
+        "max_abs_error": max(r["max_abs_error"] for r in per_rank),
+        "bytes": [(t.bytes_sent, t.bytes_received) for t in counted],
+    }
 
 
 def _compare_on_rank(numels: tuple, dtypes: tuple, algorithms: tuple) -> list[dict]:
@@ -98,18 +100,9 @@ def _compare_on_rank(numels: tuple, dtypes: tuple, algorithms: tuple) -> list[di
                 else:
                     equal = torch.equal(got, expected)
                 error = (got - expected).abs().max().item() if numel else 0
-                rows.append(
-                    {
-                        "algorithm": name,
-                        "world_size": world,
-                        "numel": numel,
-                        "dtype": dtype_name,
-                        "equal": bool(equal),
-                        "max_abs_error": float(error),
-                        "messages": log.messages,
-                        "result": got.cpu(),
-                    }
-                )
+                row = {"algorithm": name, "world_size": world, "numel": numel, "dtype": dtype_name}
+                row |= {"equal": bool(equal), "max_abs_error": float(error)}
+                rows.append({**row, "messages": log.messages, "result": got.cpu()})
     return rows
 
 

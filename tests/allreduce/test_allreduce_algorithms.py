@@ -16,7 +16,7 @@ from course_utils.ranks.launch import launch
 
 @pytest.mark.parametrize("world_size", [1, 2, 3, 4, 5, 8])
 def test_every_algorithm_equals_builtin(world_size):
-    rows = compare_with_builtin(world_size, (1, 3, 11, 257), ("float32", "float64", "int64"))
+    rows = compare_with_builtin((world_size,), (1, 3, 11, 257), ("float32", "float64", "int64"))
     assert len(rows) == 4 * 3 * len(ALGORITHMS)
     for row in rows:
         assert row["equal"] and row["ranks_agree"], row
@@ -32,7 +32,7 @@ def test_every_algorithm_equals_builtin(world_size):
 def test_halving_doubling_equals_builtin_on_the_rings_bytes_in_2_log2_n_rounds(world_size):
     numels = (1, 3, 11, 257, 1024)  # fewer elements than ranks, uneven chunks, even ones
     rows = compare_with_builtin(
-        world_size, numels, ("float32", "int64"), algorithms=("halving_doubling",)
+        (world_size,), numels, ("float32", "int64"), algorithms=("halving_doubling",)
     )
     assert len(rows) == len(numels) * 2
     levels = world_size.bit_length() - 1

@@ -15,7 +15,7 @@ NUMELS, DTYPES = (5, 1001), ("float32", "int64")
 
 
 def _rows(world_size=4, names=tuple(algorithms.ALGORITHMS)):
-    return compare_with_builtin(world_size, NUMELS, DTYPES, algorithms=names)
+    return compare_with_builtin((world_size,), NUMELS, DTYPES, algorithms=names)
 
 
 def test_the_course_algorithms_pass_every_counted_verdict(capsys):
