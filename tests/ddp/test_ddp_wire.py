@@ -200,7 +200,7 @@ def test_the_overlap_bench_prints_its_target_and_whether_it_met_it(monkeypatch):
     out = bench_overlap.run(parser.parse_args(["--link", "1gbit,2ms"]))
     assert out["met"] and "50%" in out["target"] and out["saving_over_shorter"] == 1.0
     assert out["link"] == "1000mbit,2ms" and out["link_label"] == "l"
-    assert out["clock"] == "c" and out["judged"] and out["others_cores"] == 0.0
+    assert out["clock"] == "simulated" and out["judged"] and out["others_cores"] == 0.0
     measured["saving"] = 0.3
     assert not bench_overlap.run(parser.parse_args([]))["met"]
     measured["machine"] = MachineShare(cores=2, seconds=1.0, others_cores=1.0, machine_cores=2)
