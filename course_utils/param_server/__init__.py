@@ -19,8 +19,7 @@ from .charts import (
     updates_by_worker,
 )
 from .exercises import check_server_bytes, check_staleness
-from .local_sgd import AveragingConfig
-from .local_sgd import local_sgd as run_local_sgd
+from .local_sgd import AveragingConfig, local_sgd_runs
 from .runs import (
     allreduce_training,
     evaluate,

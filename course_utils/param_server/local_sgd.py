@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import torch.distributed as dist
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
+from ..core import progress
 from ..core.models import build
 from ..core.training import Recipe, train
 from ..parallel.allreduce import parameter_server_allreduce
@@ -36,8 +37,7 @@ class AveragingConfig:
 
 def _average(model) -> None:
     """Replace this worker's weights by the mean over all workers, through a server."""
-    params = parameters_to_vector(model.parameters()).detach()
-    parameter_server_allreduce(params)
+    params = parameter_server_allreduce(parameters_to_vector(model.parameters()).detach())
     vector_to_parameters(params.div_(dist.get_world_size()), model.parameters())
 
 
@@ -66,8 +66,15 @@ def local_sgd(cfg: AveragingConfig, data, average_every: int | None, same_start:
     """Run `cfg.workers` ranks; returns the averaged parameters, each worker's own, and rounds."""
     args = (cfg, average_every, same_start, data.train, data.input_shape, data.num_classes)
     results = launch(_local_sgd_node, cfg.workers, args=args, backend="gloo", timeout=cfg.timeout)
-    return {
-        "averaged": results[0]["averaged"],
-        "own": [r["own"] for r in results],
-        "rounds": results[0]["rounds"],
-    }
+    return {**results[0], "own": [r["own"] for r in results]}  # every rank's own weights
+
+
+def local_sgd_runs(cfg: AveragingConfig, data, runs: dict) -> dict[str, dict]:
+    """`local_sgd` for each `label: (average_every, same_start)` of `runs`, under one bar:
+    each run is a launch shorter than a second, too short for its ranks' own bar."""
+    results = {}
+    with progress.bar(len(runs), "local SGD runs", "run") as bar:
+        for label, (average_every, same_start) in runs.items():
+            results[label] = local_sgd(cfg, data, average_every, same_start)
+            bar.update()
+    return results

@@ -9,7 +9,7 @@ import torch
 from recorded_bars import last_states, record_bars, record_rank_bars
 
 from course_utils.core import data
-from course_utils.param_server.local_sgd import AveragingConfig, local_sgd
+from course_utils.param_server.local_sgd import AveragingConfig, local_sgd_runs
 from course_utils.param_server.runs import allreduce_training, run_parameter_server, serial_twin
 from course_utils.param_server.server import ServerConfig, WorkerLost
 from course_utils.ranks.launch import live_children
@@ -84,11 +84,11 @@ def test_sync_server_names_the_killed_worker_fast(mnist):
 
 def test_averaging_every_step_is_synchronous_sgd(mnist):
     cfg = AveragingConfig(workers=2, steps=10, hidden=16, batch_size=16, timeout=30.0)
-    out = local_sgd(cfg, mnist, average_every=1)
+    runs = local_sgd_runs(cfg, mnist, {"every step": (1, True), "once": (None, True)})
+    out, once = runs["every step"], runs["once"]
     ps = ServerConfig(mode="sync", workers=2, updates=10, lr=cfg.lr, **SMALL)
     assert out["rounds"] == 10
     assert torch.allclose(out["averaged"], serial_twin(ps, mnist), atol=1e-6)
-    once = local_sgd(cfg, mnist, average_every=None)
     assert once["rounds"] == 1
     assert torch.allclose(once["averaged"], sum(once["own"]) / 2, atol=1e-6)
 
