@@ -29,24 +29,24 @@ def test_doctor_reports_versions_backends_gpus_profile_data():
     assert "2 gloo ranks, all_reduce -> [1, 1] ok" in out.stdout
 
 
-def test_doctor_json_says_how_ranks_start_and_whether_the_kernel_can_fork():
-    out = run("doctor", "--json")
-    assert out.returncode == 0, out.stderr
-    facts = json.loads(out.stdout)
+def test_doctor_json_says_how_ranks_start_and_whether_the_kernel_can_fork(capsys):
+    assert cli.main(["doctor", "--json"]) == 0
+    facts = json.loads(capsys.readouterr().out)
     assert facts["start_method"] == {"gloo": "fork", "nccl": "spawn"}
     assert facts["gpus"]["count"] >= 0 and facts["gpus"]["counted_by"]
     assert facts["forked_child_in_bad_fork"] is False and facts["problems"] == []
     assert facts["profile"]["name"] in ("cpu", "gpu")
 
 
-def test_doctor_fails_with_a_clear_message(monkeypatch):
-    import os
+def test_doctor_fails_with_a_clear_message(monkeypatch, capsys):
+    from course_utils.course import doctor
 
-    env = {**os.environ, "COURSE_PROFILE": "nonsense"}
-    out = run("doctor", env=env)
-    assert out.returncode == 1
-    assert "The course cannot run as it is" in out.stderr
-    assert "valid profiles: cpu, gpu" in out.stderr
+    monkeypatch.setenv("COURSE_PROFILE", "nonsense")
+    monkeypatch.setattr(doctor, "check_launch", lambda: ("2 gloo ranks ok", []))
+    assert cli.main(["doctor"]) == 1
+    err = capsys.readouterr().err
+    assert "The course cannot run as it is" in err
+    assert "valid profiles: cpu, gpu" in err
 
 
 def test_doctor_fails_when_ranks_cannot_start(monkeypatch, capsys):
@@ -58,10 +58,9 @@ def test_doctor_fails_when_ranks_cannot_start(monkeypatch, capsys):
     assert "could not all_reduce" in capsys.readouterr().err
 
 
-def test_bench_launch_prints_one_json_object():
-    out = run("bench", "launch", "--world-size", "2", "--repeats", "2", "--json")
-    assert out.returncode == 0, out.stderr
-    result = json.loads(out.stdout)
+def test_bench_launch_prints_one_json_object(capsys):
+    assert cli.main(["bench", "launch", "--world-size", "2", "--repeats", "2", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
     assert result["world_size"] == 2 and result["seconds_median"] > 0
 
 
@@ -83,12 +82,23 @@ def test_bench_json_keeps_stdout_for_the_json_alone(capsys):
     assert "busy machine" in out.err
 
 
-def test_data_mnist1d_prepares_the_cache(tmp_path):
-    import os
+def test_data_mnist1d_prepares_the_cache(tmp_path, monkeypatch, capsys):
+    """The command's part: the cache made where the course reads it. Generating the 10,000
+    signals takes 13 s of CPU, and tests/core/test_data.py generates real ones."""
+    import numpy as np
 
-    out = run("data", "mnist1d", env={**os.environ, "COURSE_DATA": str(tmp_path)})
-    assert out.returncode == 0, out.stderr
-    assert list(tmp_path.glob("mnist1d_*.npz"))
+    from course_utils.core import data
+
+    def signals(num_samples, seed):
+        n_test = num_samples // 5
+        x, y = np.zeros((num_samples - n_test, 40), np.float32), np.zeros(num_samples - n_test)
+        return {"x": x, "y": y, "x_test": x[:n_test], "y_test": y[:n_test]}
+
+    monkeypatch.setattr(data, "DATA_DIR", tmp_path)
+    monkeypatch.setattr(data, "_generate_mnist1d", signals)
+    assert cli.main(["data", "mnist1d"]) == 0
+    assert list(tmp_path.glob("mnist1d_n10000_*.npz"))
+    assert json.loads(capsys.readouterr().out.split("\n", 1)[1])["root"] == str(tmp_path)
 
 
 def test_unknown_command_is_refused():
