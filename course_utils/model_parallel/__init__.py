@@ -58,5 +58,4 @@ from .torch_pipelining import (
     train_with_torch,
     unexplained_differences,
 )
-from .verdicts import bubble_matches
 from .virtual_pipeline import Pacing, run_pipeline, serial_training, train_pipeline

@@ -22,10 +22,7 @@ _UNBALANCED_FAILS = "test_the_pace_verdict_fails_when_the_heavy_stage_is_not_hea
 _SCHEDULES_FAILS = "test_schedule_bubble_verdicts_fail_without_their_effect"
 
 
-# ------------------------------------------------------------- 1. the blog's picture
-
-
-# ------------------------------------------------------------- 2. same arithmetic
+# ------------------------------------------------------------- 1. same arithmetic
 
 
 def matches_unsplit(gaps: dict, losses: dict, loss: float, tolerance=1e-5) -> Verdict:
@@ -37,7 +34,7 @@ def matches_unsplit(gaps: dict, losses: dict, loss: float, tolerance=1e-5) -> Ve
     )
 
 
-# ------------------------------------------------------------- 3. tensor parallelism
+# ------------------------------------------------------------- 2. tensor parallelism
 
 
 def tp_matches_unsplit(reports: list[dict], tolerance=1e-5) -> Verdict:
@@ -62,7 +59,7 @@ def pairing_talks_less(counts: dict[str, dict[str, list[int]]], wire: dict[str, 
     )
 
 
-# ------------------------------------------------------------- 4. the bubble
+# ------------------------------------------------------------- 3. the bubble
 
 
 def _clock(rows: list[dict]) -> str:
@@ -73,26 +70,6 @@ def _clock(rows: list[dict]) -> str:
     if len(clocks) != 1:
         raise ValueError(f"rows timed on different clocks ({sorted(clocks)}) are judged apart.")
     return clocks.pop()
-
-
-@timing_claim("named by its rows", "schedule", _BUBBLE_FAILS)
-def bubble_matches(
-    rows: list[dict], tolerance: float = 0.15, up_to: int | None = None,
-    machine: MachineShare | None = None,
-) -> Verdict:  # fmt: skip
-    """Every measured bubble (for M up to `up_to`) within `tolerance` of (K-1)/(M+K-1).
-
-    Past a few times K micro-batches the bubble is a few percent of the step, and one
-    hand-off or one slow op is a good part of it: `up_to` leaves those M to the played-out
-    schedule (`bubble_explained_by_stage_times`)."""
-    judged = [r for r in rows if up_to is None or r["microbatches"] <= up_to]
-    which = "every M" if up_to is None else f"every M up to {up_to}"
-    return verdict(
-        bool(judged) and all(abs(r["measured"] / r["predicted"] - 1) <= tolerance for r in judged),
-        f"{_clock(rows)} clock: the measured bubble is within {tolerance:.0%} of GPipe's "
-        f"prediction for {which}",
-        machine,
-    )
 
 
 @timing_claim("named by its rows", "schedule", _BUBBLE_FAILS)
@@ -135,7 +112,7 @@ def bubble_shrinks(rows: list[dict], noise=0.1, machine: MachineShare | None = N
     )
 
 
-# ------------------------------------------------------------- 5. 1F1B against GPipe
+# ------------------------------------------------------------- 4. 1F1B against GPipe
 
 
 @timing_claim("named by its rows", "measurement", _1F1B_FAILS)
@@ -167,7 +144,7 @@ def f1b_holds_fewer(gpipe: tuple[int, ...], f1b: tuple[int, ...], microbatches: 
     )
 
 
-# ------------------------------------------------------------- 6. an unbalanced stage
+# ------------------------------------------------------------- 5. an unbalanced stage
 
 
 @timing_claim("simulated", "measurement", _UNBALANCED_FAILS)
@@ -193,7 +170,7 @@ def slowest_stage_sets_the_pace(balanced: Timeline, heavy: Timeline, cost: tuple
     )
 
 
-# ------------------------------------------------------------- 7. past 1F1B
+# ------------------------------------------------------------- 6. past 1F1B
 # The timing verdicts take `bubble.measure_schedules`' rows, which name their clock.
 
 
