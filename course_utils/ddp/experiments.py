@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from ..core import data
+from ..core import data, progress
 from ..core.training import Evaluation, History, Recipe, tensor_loader, train
 from ..lr_scaling.experiments import scaled_lr
 from ..network import wire
@@ -167,14 +167,16 @@ def split_global_batch(
     """
     link = wire.resolve(link, max(world_sizes), backend)
     rows = []
-    for n in world_sizes:
-        b = global_batch // n
-        samples = max(samples_per_rank // n, b * 4)
-        alone = measure_single(b, samples, setup, backend=backend)
-        compute = alone.compute / (alone.samples / b)
-        if n == 1:
-            rows.append(SplitRow(n, b, compute, 0.0))
-            continue
-        (t,) = measure([Variant(f"{n} x {b}", b)], n, samples, setup, backend=backend, link=link)
-        rows.append(SplitRow(n, b, compute, t.communication / (t.samples / b)))
+    with progress.bar(len(world_sizes), f"batch {global_batch} over N ranks", "N") as bar:
+        for n in world_sizes:  # launches of a second or two each: too short for a rank's bar
+            b = global_batch // n
+            samples = max(samples_per_rank // n, b * 4)
+            alone = measure_single(b, samples, setup, backend=backend)
+            row = SplitRow(n, b, alone.compute / (alone.samples / b), 0.0)
+            if n > 1:
+                variant = [Variant(f"{n} x {b}", b)]
+                (t,) = measure(variant, n, samples, setup, backend=backend, link=link)
+                row = replace(row, communication_per_step=t.communication / (t.samples / b))
+            rows.append(row)
+            bar.update()
     return rows
