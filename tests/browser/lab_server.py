@@ -92,7 +92,8 @@ class LabServer:
         env.setdefault("COURSE_PROFILE", "cpu")  # as `make notebooks` runs them
         lab_args = (
             f"--no-browser --ip=127.0.0.1 --port={self.port} --ServerApp.port_retries=0 "
-            f"--IdentityProvider.token={self.token} --LabApp.news_url=None"
+            f"--IdentityProvider.token={self.token} --LabApp.news_url=None "
+            "--LabApp.expose_app_in_browser=True"  # window.jupyterapp: the notebook's model
         )
         command = ["make", "--no-print-directory", "lab", f"NOTEBOOK_DIR={self.root}"]
         self._log = self.log_path.open("w")
@@ -145,8 +146,16 @@ class LabServer:
             return "gone"
 
     def saved_notebook(self, notebook: str) -> dict:
-        """The notebook as the browser last saved it."""
-        return self.get(f"/api/contents/{notebook}?content=1&type=notebook")["content"]
+        """The notebook as the browser last saved it. Read while an autosave writes it, the
+        file can be empty for a moment (the server answers 400, "Unreadable Notebook": 04 on
+        2026-11-29): then it is read again."""
+        for attempt in range(5):
+            try:
+                return self.get(f"/api/contents/{notebook}?content=1&type=notebook")["content"]
+            except urllib.error.HTTPError as error:
+                if error.code != 400 or attempt == 4:
+                    raise
+                time.sleep(0.5)
 
     def shut_down_kernels(self) -> None:
         for kernel in self.get("/api/kernels"):

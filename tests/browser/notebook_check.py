@@ -60,7 +60,7 @@ def run_all(nb: NotebookPage, result: NotebookResult, shots: Path, timeout: floa
 
     started = time.monotonic()
     nb.restart_and_run_all()
-    finished = nb.wait_until_done(timeout, every=sample)
+    finished = nb.wait_until_done(timeout, every=sample, run_all=True)
     result.seconds = round(time.monotonic() - started, 1)
     if not finished:
         result.notes.append(f"Run All had not finished after {timeout:.0f} s; stopped it")

@@ -23,6 +23,37 @@ def _button(command: str) -> str:
     return f'{PANEL} .jp-NotebookPanel-toolbar [data-command="{command}"]'
 
 
+# The code cells of the open notebook whose model says they run or wait to run ([*]).
+_RUNNING_CELLS = """() => {
+    const cells = window.jupyterapp?.shell?.currentWidget?.content?.model?.cells;
+    if (!cells) return null;
+    const running = [];
+    for (let i = 0; i < cells.length; i++) {
+        if (cells.get(i).executionState === "running") running.push(i);
+    }
+    return running;
+}"""
+
+
+# Whether Run All got to its end (null where the app is not exposed).
+_RUN_ALL_ENDED = """() => {
+    const cells = window.jupyterapp?.shell?.currentWidget?.content?.model?.cells;
+    if (!cells) return null;
+    let last = null;
+    for (let i = 0; i < cells.length; i++) {
+        const cell = cells.get(i);
+        if (cell.type !== "code") continue;
+        last = cell;
+        const tags = cell.getMetadata("tags") || [];
+        for (let j = 0; j < cell.outputs.length; j++) {
+            const failed = cell.outputs.get(j).type === "error";
+            if (failed && !tags.includes("raises-exception")) return true;
+        }
+    }
+    return last === null || last.executionCount !== null;
+}"""
+
+
 class NotebookPage:
     def __init__(self, page: Page, lab: LabServer, name: str):
         self.page, self.lab, self.name = page, lab, name
@@ -62,7 +93,13 @@ class NotebookPage:
         return texts
 
     def busy_cells(self) -> list[int]:
-        """Positions of cells whose prompt shows [*]: running or waiting to run."""
+        """Positions of cells running or waiting to run, read from the notebook's model: the
+        page holds only the cells near the view (JupyterLab renders a long notebook in
+        windows), so the [*] of a cell far below is not in it. The prompts in the page are
+        the fallback where the app is not exposed."""
+        running = self.page.evaluate(_RUNNING_CELLS)
+        if running is not None:
+            return running
         prompts = self.page.eval_on_selector_all(
             CELLS,
             "cells => cells.map(c => (c.querySelector('.jp-InputPrompt') || {}).textContent || '')",
@@ -73,10 +110,18 @@ class NotebookPage:
         self.page.click(_button("notebook:restart-run-all"))
         self.accept_dialog()
 
-    def wait_until_done(self, timeout: float, every: Callable[[], None] = lambda: None) -> bool:
+    def wait_until_done(
+        self, timeout: float, every: Callable[[], None] = lambda: None, run_all: bool = False
+    ) -> bool:
         """Wait until no cell shows [*] and the kernel is idle on two polls in a row (not
         just between two cells), calling `every` about twice a second; False at the timeout.
-        The first 5 s count only once a cell showed [*]: a restart takes a moment."""
+        The first 5 s count only once a cell showed [*]: a restart takes a moment.
+
+        With `run_all`, also until Run All reached its end: the last code cell ran, or a
+        cell not tagged raises-exception failed. After a tagged cell's error JupyterLab
+        shows the queued cells as idle while the kernel still runs them, and the kernel's
+        state read idle while 00's cell 24 ran, once it showed its bar: the check took Run
+        All for finished there and pressed Stop into that cell."""
         kernel = self.lab.kernel_id(self.name)
         deadline, grace = time.monotonic() + timeout, time.monotonic() + 5
         seen_busy, quiet = False, 0
@@ -85,6 +130,7 @@ class NotebookPage:
             busy = self.busy_cells()
             seen_busy = seen_busy or bool(busy) or time.monotonic() > grace
             idle = not busy and kernel and self.lab.kernel_state(kernel) == "idle"
+            idle = idle and (not run_all or self.page.evaluate(_RUN_ALL_ENDED) is not False)
             quiet = quiet + 1 if seen_busy and idle else 0
             if quiet >= 2:
                 return True
