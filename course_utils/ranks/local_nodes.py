@@ -139,7 +139,8 @@ def run_local_nodes(
     agents = []
     own_exit: dict[int, int] = {}  # exit codes of agents that ended by themselves
     failed: list[int] = []  # the nodes seen failing first
-    interrupted = False
+    interrupted, ended = False, 0  # ended: agents the kernel's bar has counted as done
+    bar = progress.bar(nnodes, f"{nnodes}-node torchrun job", "node", show=None if bars else False)
     try:
         for n in range(nnodes):
             cmd = torchrun_command(
@@ -164,12 +165,17 @@ def run_local_nodes(
             if failed:
                 break  # one node failed: the others would wait for it until the timeout
             relay()
+            done = sum(a.poll() is not None for a in agents)
+            bar.update(done - ended)  # also ticks its clock while none has ended
+            ended = done
             if watch is not None:
                 watch()
             time.sleep(0.1)
+        bar.update(0 if failed else nnodes - ended)
     except KeyboardInterrupt:
         interrupted = True
     finally:
+        bar.close()  # where it stopped, if it did
         own_exit = {n: a.poll() for n, a in enumerate(agents) if a.poll() is not None}
         with processes.interrupts_held():  # a second interrupt must not cut the stop short
             processes.stop(*agents, wait=10)

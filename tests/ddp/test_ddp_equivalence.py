@@ -148,7 +148,7 @@ def test_splitting_a_global_batch_reports_compute_and_communication(monkeypatch)
 
 
 def test_ddp_training_script_runs_as_a_two_node_torchrun_job(monkeypatch):
-    bars = record_bars(monkeypatch)  # rank 0's, relayed through its node's log
+    bars = record_bars(monkeypatch)  # the job's, and rank 0's relayed through its node's log
     args = ("--epochs", "1", "--per-rank-batch", "64")
     job = TorchrunJob(module="course_utils.ddp.torchrun_train", module_args=args)
     reports = run_local_nodes(job, echo=False)
@@ -161,7 +161,8 @@ def test_ddp_training_script_runs_as_a_two_node_torchrun_job(monkeypatch):
     assert ddp_verdicts.samples_per_update(reports) == 2 * 64
     steps = reports[0]["steps"]
     assert [(b.desc, b.unit, b.total, b.n, b.closed) for b in bars] == [
-        ("DDP on 2 ranks", "update", steps, steps, True)
+        ("2-node torchrun job", "node", 2, 2, True),  # the kernel's own, over the agents
+        ("DDP on 2 ranks", "update", steps, steps, True),
     ]
 
 

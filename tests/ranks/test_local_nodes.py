@@ -65,16 +65,19 @@ def hangs():
     ],
 )
 def test_a_node_that_raises_dies_or_hangs_is_named_fast_and_nothing_is_left(
-    tmp_path, target, timeout, named
+    tmp_path, monkeypatch, target, timeout, named
 ):
     script = tmp_path / "faults.py"
     script.write_text(FAULTS)
+    bars = record_bars(monkeypatch)
     start = time.monotonic()
     with pytest.raises(LaunchError) as info:
         run_local_nodes(TorchrunJob(f"{script}:{target}"), echo=False, timeout=timeout)
     assert time.monotonic() - start < 30
     assert named in str(info.value)
     assert live_children() == []
+    job_bar = bars[0]  # closed short of its total: the kernel's bar shows where it stopped
+    assert job_bar.desc == "2-node torchrun job" and job_bar.closed and job_bar.n < 2
 
 
 def test_command_names_every_node_option():
