@@ -203,7 +203,7 @@ def _bus_bandwidth(link, args) -> dict:
         met = ratio <= RING_TARGET
     return {
         "benchmark": NAME,
-        "clock": "simulated" if link.emulated else "real",
+        "clock": link.clock,
         "link": link.spec,
         "world_size": world,
         "rows": rows,

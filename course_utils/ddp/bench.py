@@ -38,7 +38,7 @@ def run(args) -> dict:
     return {
         "benchmark": NAME,
         "link": link.spec,
-        "clock": "simulated" if link.emulated else "real",
+        "clock": link.clock,
         "world_size": n,
         "seconds_per_1000_samples": {
             k: round(t.seconds_per_1000_samples, 4) for k, t in rows.items()

@@ -78,7 +78,7 @@ def run(args) -> dict:
     width = args.width or sizes.real_width
     batch = args.micro_batch_size or sizes.real_micro_batch_size
     repeats = args.repeats or REPEATS
-    clock = "simulated" if link.emulated else "real"
+    clock = link.clock
 
     def measure():
         if args.schedule in ("interleaved", "zb-h1"):  # the engine with chunks and a split B

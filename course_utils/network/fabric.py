@@ -39,6 +39,11 @@ class Link:
         return self.alpha > 0 or math.isfinite(self.bits_per_second)
 
     @property
+    def clock(self) -> str:
+        """The clock a timing over this link is on, as every bench names it."""
+        return "simulated" if self.emulated else "real"
+
+    @property
     def beta(self) -> float:
         """Seconds per byte."""
         return 8.0 / self.bits_per_second

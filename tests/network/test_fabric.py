@@ -31,6 +31,10 @@ def test_a_both_ways_rate_slows_a_ring_and_round_trips_through_its_spec():
     assert fabric.REAL.both_ways_slowdown == 1.0
 
 
+def test_a_link_names_its_clock():
+    assert fabric.REAL.clock == "real" and fabric.PRESETS["10gbe"].clock == "simulated"
+
+
 def test_an_unknown_link_lists_the_presets():
     with pytest.raises(ValueError, match="ib-ndr.*this-machine"):
         fabric.parse("infiniband")
