@@ -6,8 +6,10 @@ all-reduces alone (one after another, as after a backward pass), and DDP's real 
 where a bucket's all-reduce starts as soon as it is full while earlier layers still
 back-propagate. Sequential minus overlapped is the saving. Only the backward pass can hide
 communication (the first bucket is full after the forward pass and the last layers'
-gradients), so `hideable` is the shorter of it and the communication; and no overlap can
-make a step shorter than the longer of computation and communication.
+gradients), and the last bucket's all-reduce cannot start before the backward pass ends, so
+`hideable` is the shorter of the backward pass and the other buckets' all-reduces (timed:
+the last bucket's alone too); and no overlap can make a step shorter than the longer of
+computation and communication.
 """
 
 from __future__ import annotations
@@ -101,6 +103,9 @@ def _saving_on_rank(layers, width, batch, bucket_cap_mb, steps, link) -> dict:
         for numel in buckets.values():
             wire.all_reduce(torch.zeros(numel, device=where))
 
+    def last_bucket_alone():  # the first layers' gradients, ready as the backward pass ends
+        wire.all_reduce(torch.zeros(buckets[max(buckets)], device=where))
+
     with wire.active(link):
         backward()  # DDP learns its buckets in the first step; the others reuse them
         seconds = _timed(
@@ -109,6 +114,7 @@ def _saving_on_rank(layers, width, batch, bucket_cap_mb, steps, link) -> dict:
                 "compute": backward_alone,
                 "forward": forward_alone,
                 "communication": communication_alone,
+                "last_bucket": last_bucket_alone,
             },
             steps,
         )
@@ -119,7 +125,7 @@ def _saving_on_rank(layers, width, batch, bucket_cap_mb, steps, link) -> dict:
         "link": link.label,
         "clock": link_clock(link),
         "buckets": len(buckets),
-        "hideable": max(0.0, min(backward_only, seconds["communication"])),
+        "hideable": max(0.0, min(backward_only, seconds["communication"] - seconds["last_bucket"])),
         "sequential": sequential,
         "saving": sequential - seconds["overlapped"],
     }

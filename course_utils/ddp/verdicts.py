@@ -119,14 +119,16 @@ def no_sync_cuts_syncs(
 def overlap_saves(result: dict, share: float = 0.5) -> Verdict:
     """Overlapping hides at least `share` of what it could: the shorter of the backward
     pass (the step's computation less its forward pass, which nothing can overlap) and the
-    communication (`result` from `overlap.overlap_saving`, on the real clock: not judged
-    when other programs took the ranks' cores)."""
+    all-reduces of every bucket but the last, which cannot start before the backward pass
+    ends (`result` from `overlap.overlap_saving`, on the real clock: not judged when other
+    programs took the ranks' cores)."""
     could = result.get("hideable", min(result["compute"], result["communication"]))
     return verdict(
         could > 0 and result["saving"] >= share * could,
         f"{result['clock']}: overlapping the all-reduces with the backward pass "
         f"saves at least {share:.0%} of "
-        "what it could hide (the shorter of the backward pass and the communication), "
+        "what it could hide (the shorter of the backward pass and the all-reduces of every "
+        "bucket but the last, which cannot start before the backward pass ends), "
         "against computing first and then communicating",
         result.get("machine"),
     )
