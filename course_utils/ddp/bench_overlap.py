@@ -1,13 +1,13 @@
 """What overlapping DDP's all-reduces with the backward pass saves, on the profile's link.
 
-The forward pass alone, the step's computation alone, the bucket all-reduces alone and
-DDP's overlapped step, each the slowest rank's fastest of `--steps`
+The forward pass alone, the step's computation alone, the bucket all-reduces alone, the
+last bucket's alone and DDP's overlapped step, each the slowest rank's fastest of `--steps`
 (`overlap.overlap_saving`). Target: overlap hides at least half of what it could (the
-shorter of the backward pass and the communication: `verdicts.overlap_saves`, the
-notebook's verdict), and the overlapped step is no shorter than the computation, nor than
-the forward pass plus the communication (`verdicts.overlap_physically_possible`, less 5%
-for noise). It is wall time: when other programs took the ranks' cores, `met` is None and
-`judged` false.
+shorter of the backward pass and every bucket's all-reduce but the last:
+`verdicts.overlap_saves`, the notebook's verdict), and the overlapped step is no shorter
+than the computation, nor than the forward pass plus the communication
+(`verdicts.overlap_physically_possible`, less 5% for noise). It is wall time: when other
+programs took the ranks' cores, `met` is None and `judged` false.
 """
 
 from __future__ import annotations

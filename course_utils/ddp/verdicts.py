@@ -122,7 +122,7 @@ def overlap_saves(result: dict, share: float = 0.5) -> Verdict:
     all-reduces of every bucket but the last, which cannot start before the backward pass
     ends (`result` from `overlap.overlap_saving`, on the real clock: not judged when other
     programs took the ranks' cores)."""
-    could = result.get("hideable", min(result["compute"], result["communication"]))
+    could = result["hideable"]
     return verdict(
         could > 0 and result["saving"] >= share * could,
         f"{result['clock']}: overlapping the all-reduces with the backward pass "

@@ -221,7 +221,7 @@ def test_the_shrinking_bubble_verdict_fails_for_a_pipeline_that_does_not_overlap
     0.28 against 0.52 at M = 1 under the unit tests' load. Each M keeps the least idle of
     twice the notebook's `real_repeats` steps: with one step, a stage the unit tests' load
     slowed once failed GPipe in a fresh clone (1 run of about 10), and with the notebook's
-    two once in CI (stop 61). Under three busy cores' load M = 8 came out 0.135-0.212 in 12
+    two once in CI (stop 61). Beside three busy processes M = 8 came out 0.135-0.212 in 12
     sweeps of two steps, against 0.25 that fails."""
     from course_utils.core import profiles
     from course_utils.model_parallel import verdicts
