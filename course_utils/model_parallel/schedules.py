@@ -27,11 +27,6 @@ from .schedule_check import check_rank_order
 Op = tuple[str, int]  # ("F", i) or ("B", i): an op of a one-chunk schedule
 
 
-def naive_order(stage: int, stages: int, microbatches: int) -> list[Op]:
-    """Same ops as GPipe; what makes it naive is that the whole batch is passed on at once."""
-    return gpipe_order(stage, stages, microbatches)
-
-
 @own_answer("gpipe_order")
 def gpipe_order(stage: int, stages: int, microbatches: int) -> list[Op]:
     """Every forward, then every backward, newest micro-batch first (GPipe, Huang et al. 2019)."""
@@ -149,11 +144,15 @@ class Plan:
     name: str
     chunks: int
     order: Callable[[int, int, int], list[ChunkOp]]  # (rank, stages, microbatches) -> ops
-    description: str
     hold_sends: bool = False  # naive: the whole batch is passed on at once
 
     def orders(self, stages: int, microbatches: int) -> list[list[ChunkOp]]:
         return [self.order(r, stages, microbatches) for r in range(stages)]
+
+
+def _lifted_order(order: Callable[[int, int, int], list[Op]]):
+    """A one-chunk schedule's order function, its ops lifted to (kind, i, 0)."""
+    return lambda r, k, m: lifted(order(r, k, m))
 
 
 def plan(name: str | Plan, chunks: int = 2) -> Plan:
@@ -161,32 +160,15 @@ def plan(name: str | Plan, chunks: int = 2) -> Plan:
     if isinstance(name, Plan):
         return name
     plans = {
-        "naive": Plan(
-            "naive",
-            1,
-            lambda r, k, m: lifted(naive_order(r, k, m)),
-            "the batch goes through one stage at a time (no pipelining)",
-            hold_sends=True,
-        ),
-        "gpipe": Plan(
-            "gpipe",
-            1,
-            lambda r, k, m: lifted(gpipe_order(r, k, m)),
-            "all forwards, then all backwards",
-        ),
-        "1f1b": Plan(
-            "1f1b",
-            1,
-            lambda r, k, m: lifted(one_f_one_b_order(r, k, m)),
-            "one forward, one backward when full",
-        ),
+        # naive runs GPipe's ops, but the batch goes through one stage at a time: each stage
+        # passes on all its results at once (no pipelining)
+        "naive": Plan("naive", 1, _lifted_order(gpipe_order), hold_sends=True),
+        "gpipe": Plan("gpipe", 1, _lifted_order(gpipe_order)),
+        "1f1b": Plan("1f1b", 1, _lifted_order(one_f_one_b_order)),
         "interleaved": Plan(
-            "interleaved",
-            chunks,
-            lambda r, k, m: interleaved_order(r, k, m, chunks),
-            f"1F1B over {chunks} virtual stages per rank",
+            "interleaved", chunks, lambda r, k, m: interleaved_order(r, k, m, chunks)
         ),
-        "zb-h1": Plan("zb-h1", 1, zb_h1_order, "1F1B with each backward split in B and W"),
+        "zb-h1": Plan("zb-h1", 1, zb_h1_order),  # 1F1B with each backward split in B and W
     }
     if name not in plans:
         raise ValueError(f"unknown schedule {name!r}; choose one of {', '.join(plans)}.")
