@@ -19,7 +19,6 @@ from .bubble import (
     measure_bubble,
     measure_schedules,
     on_the_real_clock,
-    real_clock_stages,
     real_compute_run,
     typical_run,
 )

@@ -21,6 +21,7 @@ from __future__ import annotations
 import copy
 import statistics
 from collections.abc import Callable, Sequence
+from itertools import accumulate, pairwise
 from typing import TypeVar
 
 import torch
@@ -78,8 +79,7 @@ def real_compute_run(
         schedule, stages=stages, microbatches=microbatches, work=work, link=link,
         keep_grads=keep_grads,
     )  # fmt: skip
-    forwards = [e.end - e.start for e in run.timeline.compute() if e.kind == FORWARD]
-    run.timeline.slot = statistics.median(forwards)
+    run.timeline.slot = _median(run.timeline, FORWARD)
     return run
 
 
@@ -104,25 +104,17 @@ def least_disturbed_steps(
 
 def _grouped(model: torch.nn.Sequential, blocks: list[int]) -> torch.nn.Sequential:
     """Regroup the blocks so that stage s gets `blocks[s]` of them (the pipeline cuts evenly)."""
-    children, out, at = list(model.children()), [], 0
-    for n in blocks:
-        out.append(torch.nn.Sequential(*children[at : at + n]))
-        at += n
-    return torch.nn.Sequential(*out)
-
-
-def real_clock_stages(stages: int) -> int:
-    """How many stages a wall-clock measurement may run: one per core this process may use,
-    at most `stages`, at least 2 (a pipeline of one stage has no bubble)."""
-    return max(2, min(stages, machine_cores()))
+    children, cuts = list(model.children()), [0, *accumulate(blocks)]
+    return torch.nn.Sequential(*(torch.nn.Sequential(*children[a:b]) for a, b in pairwise(cuts)))
 
 
 def on_the_real_clock(measure: Callable[[int], T], stages: int) -> tuple[T, MachineShare]:
-    """`measure(k)` on the wall clock with k = `real_clock_stages(stages)`, and what other
+    """`measure(k)` on the wall clock, with k stages: one per core this process may use, at
+    most `stages`, at least 2 (a pipeline of one stage has no bubble); and what other
     programs took of the machine meanwhile: measured again, a few times at most, while they
     took the stages' cores (`core.machine`), since then the wall clock shows the machine,
     not the schedule."""
-    k = real_clock_stages(stages)
+    k = max(2, min(stages, machine_cores()))
     return on_a_quiet_machine(lambda: measure(k), k)
 
 
