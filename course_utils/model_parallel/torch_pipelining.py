@@ -29,8 +29,12 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from .pipeline import Work, every_schedule_blocks, split
+from ..core.errors import LaunchError
+from ..ranks.bootstrap import device
+from ..ranks.launch import launch
+from .pipeline import Work, every_schedule_blocks
 from .schedules import plan
+from .virtual_pipeline import Run, model_params, pieces_of, train_pipeline, train_rank
 
 CLASSES = {
     "gpipe": "ScheduleGPipe",
@@ -141,12 +145,9 @@ def _differences(ours, theirs) -> list[str]:
 def _torch_rank(model, schedule, chunks, microbatches, x, y, steps, lr):
     from torch.distributed.pipelining import PipelineStage
 
-    from ..ranks.bootstrap import device
-
     rank, k, dev = dist.get_rank(), dist.get_world_size(), device()
     v = plan(schedule, chunks).chunks
-    parts = split(model, k * v)
-    mine = [parts[c * k + rank].to(dev) for c in range(v)]
+    mine = [piece.to(dev) for piece in pieces_of(model, k, v, rank)]
     stages = [PipelineStage(p, c * k + rank, k * v, dev) for c, p in enumerate(mine)]
     built = _schedule_class(schedule)(
         stages if _multi(schedule) else stages[0],
@@ -190,10 +191,6 @@ def train_with_torch(
     Returns {"ran": True, "params" (in the order of model.parameters()), "losses",
     "orders" (the action lists the ranks' schedule held)}, or {"ran": False, "error"} when a
     rank raised or the step hung past `timeout` seconds (the launch stops every rank)."""
-    from ..core.errors import LaunchError
-    from ..ranks.launch import launch
-
-    v = plan(schedule, chunks).chunks
     model, x, y = work.resolve(every_schedule_blocks(stages, chunks), microbatches)
     try:
         results = launch(
@@ -205,31 +202,28 @@ def train_with_torch(
         )
     except LaunchError as error:
         return {"ran": False, "error": str(error).splitlines()[0]}
-    params = [p for g in range(stages * v) for p in results[g % stages]["params"][g // stages]]
-    return {
-        "ran": True,
-        "params": params,
-        "losses": results[-1]["losses"],
-        "orders": results[0]["order"],
-    }
+    return {**_gathered(results), "orders": results[0]["order"]}
+
+
+def _gathered(per_rank: list[dict]) -> dict:
+    """One run's ranks' results as one: the weights in the order of model.parameters(), the
+    losses from the last rank (it holds the last piece)."""
+    params = model_params([r["params"] for r in per_rank])
+    return {"ran": True, "params": params, "losses": per_rank[-1]["losses"]}
 
 
 def _both_engines(model, schedules, chunks, microbatches, x, y, steps, lr):
     """Inside a launch: each schedule's training in the course's engine, then in PyTorch's,
-    every run from its own copy of the same weights."""
-    from .virtual_pipeline import Run, train_rank
-
-    ours = [
-        train_rank(
-            copy.deepcopy(model), x, y, Run(name, microbatches, chunks, steps, lr, keep=True)
-        )
-        for name in schedules
-    ]
-    theirs = [
-        _torch_rank(copy.deepcopy(model), name, chunks, microbatches, x, y, steps, lr)
-        for name in schedules
-    ]
-    return [(r.params, r.losses) for r in ours], theirs
+    every run from its own copy of the same weights; by run, this rank's params and losses."""
+    runs = {}
+    for name in schedules:
+        run = Run(name, microbatches, chunks, steps, lr, keep=True)
+        ours = train_rank(copy.deepcopy(model), x, y, run)
+        runs[f"course {name}"] = {"params": ours.params, "losses": ours.losses}
+    for name in schedules:
+        args = (name, chunks, microbatches, x, y, steps, lr)
+        runs[f"torch {name}"] = _torch_rank(copy.deepcopy(model), *args)
+    return runs
 
 
 def train_both_ways(
@@ -250,10 +244,6 @@ def train_both_ways(
     {"ran": False, "error"}: when the shared launch fails, each run is made again on its own
     (`train_pipeline`, `train_with_torch`), so one schedule that hangs on gloo is reported
     and the others still count."""
-    from ..core.errors import LaunchError
-    from ..ranks.launch import launch
-    from .virtual_pipeline import model_params, train_pipeline
-
     names = [plan(name, chunks).name for name in schedules]
     model, x, y = work.resolve(every_schedule_blocks(stages, chunks), microbatches)
     try:
@@ -273,18 +263,5 @@ def train_both_ways(
             runs[f"course {name}"] = {"ran": True, "params": ours.params, "losses": ours.losses}
             runs[f"torch {name}"] = train_with_torch(name, **same)
         return runs
-    runs = {}
-    for n, name in enumerate(names):
-        ours = [r[0][n] for r in results]
-        theirs = [r[1][n] for r in results]
-        runs[f"course {name}"] = {
-            "ran": True,
-            "params": model_params([params for params, _ in ours]),
-            "losses": ours[-1][1],
-        }
-        runs[f"torch {name}"] = {
-            "ran": True,
-            "params": model_params([t["params"] for t in theirs]),
-            "losses": theirs[-1]["losses"],
-        }
-    return runs
+    labels = [f"{engine} {name}" for name in names for engine in ("course", "torch")]
+    return {label: _gathered([r[label] for r in results]) for label in labels}
