@@ -79,7 +79,7 @@ def real_compute_run(
         schedule, stages=stages, microbatches=microbatches, work=work, link=link,
         keep_grads=keep_grads,
     )  # fmt: skip
-    run.timeline.slot = _median(run.timeline, FORWARD)
+    run.timeline.slot = run.timeline.median_op(FORWARD)
     return run
 
 
@@ -162,11 +162,6 @@ def measure_bubble(
     return rows
 
 
-def _median(tl: Timeline, kind: str) -> float:
-    times = [e.end - e.start for e in tl.compute() if e.kind == kind]
-    return statistics.median(times) if times else 0.0
-
-
 def formula(schedule: str, stages: int, microbatches: int, chunks: int = 2, f=1.0, b=1.0, w=1.0):
     """The schedule's bubble on paper: (K-1)/(M+K-1), (K-1)/(v·M+K-1), or ZB-H1's with the
     given F, B and W (equal by default, as Qi et al. assume)."""
@@ -193,7 +188,7 @@ def row_from(tl: Timeline, schedule: str, chunks: int, clock: str, activation_by
         per_op=tl.op_durations(),
         posting=posting_seconds(tl),
     )
-    f, b, w = (_median(tl, k) for k in (FORWARD, BACKWARD, WEIGHT))
+    f, b, w = (tl.median_op(k) for k in (FORWARD, BACKWARD, WEIGHT))
     messages = handoffs_per_step(tl.stages, tl.microbatches, v)
     return {
         "schedule": plan(schedule, chunks).name,

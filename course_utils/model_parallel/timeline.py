@@ -52,15 +52,16 @@ class Timeline:
     def busy(self, stage: int) -> float:
         return sum(e.end - e.start for e in self.compute(stage))
 
+    def median_op(self, kind: str, stage: int | None = None) -> float:
+        """The median duration of the ops of `kind` (on `stage`, or on any), 0 if none ran."""
+        times = [e.end - e.start for e in self.compute(stage) if e.kind == kind]
+        return statistics.median(times) if times else 0.0
+
     def op_seconds(self) -> list[tuple[float, float]]:
         """Each stage's median forward and median backward: what `simulate(durations=...)`
         takes to predict a step from measured stages."""
         return [
-            tuple(
-                statistics.median(e.end - e.start for e in self.compute(s) if e.kind == kind)
-                for kind in (FORWARD, BACKWARD)
-            )
-            for s in range(self.stages)
+            (self.median_op(FORWARD, s), self.median_op(BACKWARD, s)) for s in range(self.stages)
         ]
 
     def step_over_work(self) -> float:
