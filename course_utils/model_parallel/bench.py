@@ -102,7 +102,6 @@ def run(args) -> dict:
     judged = machine is None or not machine.busy
     virtual = args.virtual_stages if args.schedule == "interleaved" else 1
     for row in rows:
-        row.update(schedule=args.schedule, virtual_stages=virtual, clock=row["clock"])
         row["relative_error"] = round(row["measured"] / row["predicted"] - 1, 4)
         row["meets_link_prediction"] = (
             abs(row["measured"] / row["from_stages_and_link"] - 1) <= TOLERANCE
