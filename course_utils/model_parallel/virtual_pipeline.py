@@ -161,7 +161,6 @@ def _train_rank(model, x, y, run: Run, now) -> RankSteps:
 
 @dataclass
 class Training:
-    schedule: str
     chunks: int
     timelines: list[Timeline]  # one per step
     losses: list[float]  # per step, before its update
@@ -178,13 +177,11 @@ def train_pipeline(
     steps: int = 3,
     lr: float = 0.1,
     work: Work = Work(),
-    link: str | None = None,
     timeout: float = 60.0,
 ) -> Training:
     """`steps` training steps of `work` (its default model: K·max(2, v) blocks) on `stages`
     gloo ranks in `schedule`'s order (`chunks`: v, for "interleaved"). Each step's timeline
-    is on the wall clock (`link=None`: fair only with a core per rank) or the ranks' link
-    clocks."""
+    is on the wall clock, over the real link (fair only with a core per rank)."""
     from ..ranks.launch import launch
 
     sched = plan(schedule, chunks)
@@ -192,13 +189,12 @@ def train_pipeline(
     split(model, stages * sched.chunks)  # refuse an impossible cut here, not on every rank
     check_orders(sched.orders(stages, microbatches), stages, microbatches, sched.chunks)
     import_autograd_extras()
-    run = Run(sched.name, microbatches, sched.chunks, steps, lr, link, keep=True)
+    run = Run(sched.name, microbatches, sched.chunks, steps, lr, keep=True)
     results = launch(train_rank, stages, backend="gloo", timeout=timeout, args=(model, x, y, run))
     timelines = [step_timeline(results, sched.name, microbatches, n) for n in range(steps)]
     sent = [(r.rank, to) for r in results for to in r.sent]
     # the last piece, K·v - 1, is always on the last rank
     return Training(
-        sched.name,
         sched.chunks,
         timelines,
         results[-1].losses,
