@@ -29,7 +29,7 @@ import torch.distributed as dist
 
 from ..core import progress
 from ..core.machine import MachineShare, machine_cores, on_a_quiet_machine
-from .pipeline import Work, every_schedule_blocks, import_autograd_extras, mlp, split
+from .pipeline import Work, every_schedule_blocks, import_autograd_extras, mlp
 from .schedule_check import check_orders
 from .schedule_play import Costs, handoff_seconds, play_out, posting_seconds
 from .schedules import (
@@ -250,10 +250,10 @@ def measure_schedules(
     blocks = every_schedule_blocks(stages, chunks)
     work = Work(mlp([width] * (blocks + 1)), micro_batch_size=micro_batch_size)
     model, x, y = work.resolve(blocks, microbatches)  # a random batch of width classes
-    for name in names:  # refuse an impossible cut or order here, not on every rank
-        v = plan(name, chunks).chunks
-        split(model, stages * v)
-        check_orders(plan(name, chunks).orders(stages, microbatches), stages, microbatches, v)
+    # K·max(2, v) blocks always cut into K·v pieces; an impossible order is refused here
+    for name in names:  # not on every rank
+        sched = plan(name, chunks)
+        check_orders(sched.orders(stages, microbatches), stages, microbatches, sched.chunks)
     import_autograd_extras()
     per_rank = launch(
         _turns,
