@@ -2,14 +2,17 @@
 
 The ranks are drawn at their mesh coordinates in an oblique projection of a box: tp to the
 right, pp upwards, dp into the page (any sizes, up to three dimensions). An edge joins
-two ranks that are neighbours along one dimension, coloured by it and labelled with the
-bytes each end sends over that dimension per step, from the run's logs.
+two ranks that are neighbours along one dimension (next to each other in one of its groups,
+`groups.mesh_groups`), coloured by it and labelled with the bytes each end sends over that
+dimension per step, from the run's logs.
 """
 
 from __future__ import annotations
 
+import itertools
+
 from ..core.style import PALETTE, finished, new_figure
-from .groups import coords_of, neighbour
+from .groups import coords_of, mesh_groups
 
 DIRECTIONS = {"tp": (2.0, 0.0), "pp": (0.0, 2.0), "dp": (1.0, 0.75)}
 ALONG = {"tp": 0.3, "pp": 0.25, "dp": 0.5}
@@ -34,27 +37,24 @@ def mesh_picture(sent: dict[int, dict[str, int]], shape, dims):
     The title sums each dimension over every rank, so it says where the traffic goes."""
     fig, (ax,) = new_figure(width=7.0, height=5.2)
     world = len(sent)
-    for rank in range(world):
-        at = coords_of(rank, shape)
-        for d, name in enumerate(dims):
-            if at[d] + 1 >= shape[d]:
-                continue
-            other = neighbour(rank, shape, dims, name)
-            (x0, y0), (x1, y1) = _place(rank, shape, dims), _place(other, shape, dims)
-            ax.plot([x0, x1], [y0, y1], color=COLOURS.get(name, PALETTE[4]), lw=2.5, zorder=1)
-            a, b = sent[rank][name], sent[other][name]
-            text = _kb(a) if a == b else f"{_kb(a)} / {_kb(b)}"
-            along = ALONG.get(name, 0.5)  # off the crossings of front and back edges
-            ax.annotate(
-                text,
-                (x0 + along * (x1 - x0), y0 + along * (y1 - y0)),
-                fontsize=7,
-                ha="center",
-                va="center",
-                color=COLOURS.get(name, PALETTE[4]),
-                zorder=3,
-                bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none"},
-            )
+    for name, lines in mesh_groups(shape, dims).items():
+        for line in lines:
+            for rank, other in itertools.pairwise(line):  # neighbours along `name`
+                (x0, y0), (x1, y1) = _place(rank, shape, dims), _place(other, shape, dims)
+                ax.plot([x0, x1], [y0, y1], color=COLOURS.get(name, PALETTE[4]), lw=2.5, zorder=1)
+                a, b = sent[rank][name], sent[other][name]
+                text = _kb(a) if a == b else f"{_kb(a)} / {_kb(b)}"
+                along = ALONG.get(name, 0.5)  # off the crossings of front and back edges
+                ax.annotate(
+                    text,
+                    (x0 + along * (x1 - x0), y0 + along * (y1 - y0)),
+                    fontsize=7,
+                    ha="center",
+                    va="center",
+                    color=COLOURS.get(name, PALETTE[4]),
+                    zorder=3,
+                    bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none"},
+                )
     for rank in range(world):
         x, y = _place(rank, shape, dims)
         ax.scatter([x], [y], s=520, color="white", edgecolor="black", zorder=2)

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import math
 
-import torch
-
 from ..core.own_answers import answer, first_problem_verdict
 from .groups import mesh_groups as expected_groups
 from .groups import ranks_of_groups
@@ -25,13 +23,6 @@ CASES = (  # not a cube first: on one, a column-major layout is the dimensions r
     ((2, 2, 2), ("dp", "pp", "tp")),
     ((2, 2, 2), ("pp", "dp", "tp")),
 )
-
-
-def _column_major(shape, dims) -> dict[str, list[list[int]]]:
-    """The groups if the first dimension varied fastest: Fortran order, not DeviceMesh's."""
-    layout = torch.arange(math.prod(shape)).reshape(tuple(reversed(shape)))  # cpu: arithmetic
-    layout = layout.permute(*reversed(range(len(shape))))
-    return {n: layout.movedim(d, -1).reshape(-1, shape[d]).tolist() for d, n in enumerate(dims)}
 
 
 def _as_groups(value) -> list[list[int]] | None:
@@ -71,7 +62,10 @@ def _problem(mesh_groups, shape, dims):
         keys = sorted(found) if isinstance(found, dict) else type(found).__name__
         return f"{mesh}: return a dict with one entry per dimension name {tuple(dims)}; got {keys}"
     want = {d: ranks_of_groups(g) for d, g in expected_groups(shape, dims).items()}
-    transposed = {d: ranks_of_groups(g) for d, g in _column_major(shape, dims).items()}
+    # a column-major layout (the first dimension varying fastest: Fortran order, not
+    # DeviceMesh's) is the row-major one of the dimensions in reverse
+    column_major = expected_groups(shape[::-1], dims[::-1])
+    transposed = {d: ranks_of_groups(g) for d, g in column_major.items()}
     for d, name in enumerate(dims):
         groups = _as_groups(found[name])
         if groups is None:

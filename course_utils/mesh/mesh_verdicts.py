@@ -7,6 +7,7 @@ formula; the numbers go on the line before, the verdict line carries none.
 from __future__ import annotations
 
 from ..core.checks import Verdict, verdict
+from .groups import ranks_of_groups
 
 
 def mesh_equals_one_process(diffs: dict, tolerance: float = 1e-5) -> Verdict:
@@ -32,7 +33,7 @@ def mesh_groups_match(built: dict, expected: dict) -> Verdict:
     `expected`: those worked out from the layout (`groups.mesh_groups`)."""
 
     def norm(groups):
-        return {d: sorted(sorted(g) for g in gs) for d, gs in groups.items()}
+        return {d: ranks_of_groups(gs) for d, gs in groups.items()}
 
     return verdict(
         bool(expected) and norm(built) == norm(expected),
