@@ -37,7 +37,7 @@ from ..network.fabric import Link
 from ..ranks.launch import launch
 from ..transformer.model import batches, build, loss_of
 from .mesh3d import stage_model
-from .plan_model import Cluster, Model, course_model
+from .plan_model import Cluster, Model, cluster, course_model
 
 SPLITS = (1, 2)  # the TP degrees `kept(t) = whole + split / t` is fitted on
 
@@ -96,17 +96,8 @@ def planner_model(sizes: TransformerSizes, calibration: Calibration) -> Model:
 
 
 def planner_cluster(calibration: Calibration, link: Link, ranks: int = 8) -> Cluster:
-    """`ranks` CPU ranks as one node: the calibrated rate, every group on `link` (the one
-    the simulated run crosses), and this machine's memory shared out (never the limit:
-    the check compares layouts that all fit)."""
-    import psutil
-
-    return Cluster(
-        name=f"1x{ranks}:cpu ({link.spec})",
-        nodes=1,
-        gpus_per_node=ranks,
-        memory_bytes=psutil.virtual_memory().total / ranks,
-        flops=calibration.flops,
-        intra=link,
-        inter=link,
-    )
+    """`ranks` CPU ranks as one node (`plan_model.cluster`'s 'cpu' kind): the calibrated
+    rate, every group on `link` (the one the simulated run crosses), and this machine's
+    memory shared out (never the limit: the check compares layouts that all fit)."""
+    cpus = cluster(f"1x{ranks}:cpu", tflops=calibration.flops / 1e12, intra=link, inter=link)
+    return replace(cpus, name=f"{cpus.name} ({link.spec})")
