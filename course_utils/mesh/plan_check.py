@@ -20,6 +20,7 @@ only models.
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from dataclasses import asdict, dataclass, field
 
 from ..core import progress
@@ -91,18 +92,9 @@ class Target:
 def spearman(xs: list[float], ys: list[float]) -> float:
     """Spearman's rank correlation (ties get their average rank); 1.0 for the same order."""
 
-    def ranks(values):
-        order = sorted(range(len(values)), key=values.__getitem__)
-        out = [0.0] * len(values)
-        i = 0
-        while i < len(order):
-            j = i
-            while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
-                j += 1
-            for k in range(i, j + 1):
-                out[order[k]] = (i + j) / 2
-            i = j + 1
-        return out
+    def ranks(values):  # tied values span places bisect_left .. bisect_right - 1
+        ordered = sorted(values)
+        return [(bisect_left(ordered, v) + bisect_right(ordered, v) - 1) / 2 for v in values]
 
     rx, ry = ranks(xs), ranks(ys)
     mx, my = sum(rx) / len(rx), sum(ry) / len(ry)
@@ -182,11 +174,11 @@ def check_planner(
     with progress.bar(len(layouts), f"layouts on {layouts[0].ranks} ranks", "layout") as bar:
         for layout in layouts:
             bar.set_postfix(layout=layout.name)
-            run = measure(layout, cfg, link, steps)
+            seconds, peak_bytes = measure(layout, cfg, link, steps)
             costed = evaluate(model, cluster, layout.planned(cfg.model.batch), "fp32")
             predicted[layout.name] = (costed.time.total, costed.memory.total)
-            rows.append(LayoutCheck(layout.name, run.seconds, costed.time.total,
-                                    run.peak_bytes, round(costed.memory.total)))  # fmt: skip
+            rows.append(LayoutCheck(layout.name, seconds, costed.time.total,
+                                    peak_bytes, round(costed.memory.total)))  # fmt: skip
             bar.update()
     pick = min(predicted, key=predicted.get)
     whole, split = calibration.activations

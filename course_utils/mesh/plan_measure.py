@@ -96,18 +96,9 @@ def measure_rank(cfg: MeshSizes, link: str, steps: int) -> dict:
     return {"rank": dist.get_rank(), "seconds": seconds, "peak_bytes": held + peak}
 
 
-@dataclass(frozen=True)
-class Measured:
-    """A layout's slowest rank's simulated seconds per step and its fullest rank's bytes."""
-
-    layout: MeshLayout
-    seconds: float
-    peak_bytes: int
-    per_rank: list[dict]
-
-
-def measure(layout: MeshLayout, cfg: MeshSizes, link: str, steps: int = 3) -> Measured:
-    """Run `layout` on `layout.ranks` gloo ranks; what the slowest and the fullest measured."""
+def measure(layout: MeshLayout, cfg: MeshSizes, link: str, steps: int = 3) -> tuple[float, int]:
+    """Run `layout` on `layout.ranks` gloo ranks: the slowest rank's simulated seconds per
+    step and the fullest rank's peak bytes."""
     sizes = layout.sizes(cfg)
     reports = launch(
         measure_rank,
@@ -116,9 +107,4 @@ def measure(layout: MeshLayout, cfg: MeshSizes, link: str, steps: int = 3) -> Me
         timeout=cfg.timeout,
         args=(sizes, link, steps),
     )
-    return Measured(
-        layout,
-        max(r["seconds"] for r in reports),
-        max(r["peak_bytes"] for r in reports),
-        reports,
-    )
+    return max(r["seconds"] for r in reports), max(r["peak_bytes"] for r in reports)
