@@ -51,10 +51,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _profile_mesh(profile):
-    """The profile's mesh sizes (its `mesh` field), or the defaults until it has one."""
-    from ..core.sizes_model_parallel import MeshSizes
-
-    return getattr(profile, "mesh", None) or MeshSizes()
+    """The profile's mesh sizes (its `mesh` field, which every profile has)."""
+    return profile.mesh
 
 
 if __name__ == "__main__":

@@ -72,11 +72,6 @@ class Model:
             )
 
     @property
-    def tokens(self) -> int:
-        """Tokens per optimizer step."""
-        return self.seq * self.global_batch
-
-    @property
     def largest_unit(self) -> float:
         return max(self.block_params, self.vocab * self.hidden)
 
