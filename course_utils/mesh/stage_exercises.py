@@ -16,6 +16,7 @@ import itertools
 import math
 
 from ..core.own_answers import answer, first_problem_verdict
+from .mesh3d import stage_blocks
 
 # (seconds per layer, stages), each with one best cut: a dear head, then uneven blocks,
 # where both classic mistakes (and a boundary off by one) miss the best time
@@ -44,8 +45,8 @@ def answer_values() -> dict[str, list]:
 
 
 def _equal_counts(layer_seconds, stages) -> list[int]:
-    n = len(layer_seconds)
-    return [round(s * n / stages) for s in range(1, stages)]
+    """The even cut `mesh3d` makes of its blocks, whatever they cost."""
+    return [stage_blocks(len(layer_seconds), s, stages).start for s in range(1, stages)]
 
 
 def _filled_to_average(layer_seconds, stages) -> list[int]:
