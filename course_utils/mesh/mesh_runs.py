@@ -199,7 +199,6 @@ def bytes_formula(cfg: MeshSizes) -> dict[int, dict[str, int]]:
 def shard_diffs(reports: list[dict], cfg: MeshSizes, reference: dict) -> dict[int, float]:
     """Per rank, the largest |parameter - the same slice of `reference`| (one process's
     trained state dict); infinite for a rank whose parameters are not its slice's."""
-    cfg = mesh_config(cfg)
     size = check_layout(cfg)
     full = build(cfg.model, cfg.seed)
     full.load_state_dict(reference)
