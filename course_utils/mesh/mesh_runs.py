@@ -38,10 +38,11 @@ def mesh_config(cfg) -> MeshSizes:
     if isinstance(cfg, MeshSizes):
         return cfg
     raw = json.loads(cfg) if isinstance(cfg, str) else dict(cfg)
-    model = TransformerSizes(**{k: tuple(v) if isinstance(v, list) else v
-                                for k, v in raw.pop("model", {}).items()})  # fmt: skip
-    raw = {k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()}
-    return MeshSizes(model=model, **raw)
+
+    def tuples(fields: dict) -> dict:  # JSON has lists where the dataclasses hold tuples
+        return {k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()}
+
+    return MeshSizes(model=TransformerSizes(**tuples(raw.pop("model", {}))), **tuples(raw))
 
 
 def config_json(cfg: MeshSizes) -> str:
