@@ -34,7 +34,6 @@ from .recorder import Recorder, recording_hook
 from .wire import OnLink, on_link_hook, powersgd_state
 
 WARMUP_UPDATES = 3  # untimed: the first updates allocate memory and build DDP's buckets
-HOOKS = {"allreduce": default_hooks.allreduce_hook, "fp16": default_hooks.fp16_compress_hook}
 
 
 @dataclass(frozen=True)
@@ -258,7 +257,7 @@ def _overlap_rank(layers: int, width: int, batch: int, bucket_cap_mb: float, ste
     torch.manual_seed(0)
     net = stacked_mlp(layers, width)
     model = wrap(net, bucket_cap_mb=bucket_cap_mb)
-    recorder = Recorder(HOOKS["allreduce"])
+    recorder = Recorder(default_hooks.allreduce_hook)
     model.register_comm_hook(recorder, recording_hook)
     ready: dict[str, float] = {}
     linears = [

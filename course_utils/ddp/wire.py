@@ -17,7 +17,11 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_
 from ..network.hook import deliver_after
 from ..network.wire import Link, ring_allreduce_seconds, wire_deadline
 
-HOOKS = ("allreduce", "fp16", "powersgd")
+HOOKS = {
+    "allreduce": default_hooks.allreduce_hook,
+    "fp16": default_hooks.fp16_compress_hook,
+    "powersgd": powerSGD_hook.powerSGD_hook,
+}
 POWERSGD_RANK = 1
 
 
@@ -56,16 +60,9 @@ class OnLink:
     state: object = None
 
 
-_INNER = {
-    "allreduce": default_hooks.allreduce_hook,
-    "fp16": default_hooks.fp16_compress_hook,
-    "powersgd": powerSGD_hook.powerSGD_hook,
-}
-
-
 def on_link_hook(on: OnLink, bucket):
     """Run `on.hook` for real; complete when its messages would have crossed `on.link`."""
-    work = _INNER[on.hook](on.state, bucket)
+    work = HOOKS[on.hook](on.state, bucket)
     if not on.link.emulated:
         return work
     seconds = wire_seconds(on.link, on.hook, bucket.gradients(), dist.get_world_size())
