@@ -45,10 +45,6 @@ def merged(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
     return [(s, e) for s, e in out]
 
 
-def _length(intervals) -> float:
-    return sum(e - s for s, e in merged(intervals))
-
-
 def overlap_fraction(communication: list, backward: list) -> float:
     """Share of the shorter of the two, the communication or the backward pass (its first
     op's start to its last op's end), during which both ran.
@@ -61,9 +57,9 @@ def overlap_fraction(communication: list, backward: list) -> float:
     if not backward or not communication:
         return 0.0
     comm = merged(communication)
-    busy = [(min(s for s, _ in backward), max(e for _, e in backward))]
-    both = sum(max(0.0, min(e1, e2) - max(s1, s2)) for s1, e1 in comm for s2, e2 in busy)
-    shorter = min(_length(comm), _length(busy))
+    start, end = min(s for s, _ in backward), max(e for _, e in backward)
+    both = sum(max(0.0, min(e, end) - max(s, start)) for s, e in comm)
+    shorter = min(sum(e - s for s, e in comm), end - start)
     return both / shorter if shorter else 0.0
 
 
