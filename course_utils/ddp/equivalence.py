@@ -150,7 +150,6 @@ class Equivalence:
     """How far N ranks ended from the one-process twin, and from each other."""
 
     world_size: int
-    per_rank_batch: int
     steps: int
     mode: str
     max_abs_diff: float  # largest |weight difference| between any rank and the twin
@@ -178,7 +177,6 @@ def equivalence(
     first = replicas[0]["params"]
     return Equivalence(
         world_size=world_size,
-        per_rank_batch=setup.per_rank_batch,
         steps=setup.steps,
         mode=mode,
         max_abs_diff=max(diffs),

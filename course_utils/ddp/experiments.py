@@ -62,7 +62,6 @@ class Comparison:
     """The report's comparison: DDP N x b against one process with N*b and with b."""
 
     world_size: int
-    per_rank_batch: int
     ddp: History
     single_effective: History  # batch N*b: what DDP should look like
     single_per_rank: History  # batch b: what DDP should not look like
@@ -89,7 +88,6 @@ def compare_with_single(
     n_b = world_size * setup.per_rank_batch
     return Comparison(
         world_size,
-        setup.per_rank_batch,
         ddp,
         single_training(setup, n_b, epochs),
         single_training(setup, setup.per_rank_batch, epochs),
