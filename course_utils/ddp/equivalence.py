@@ -40,6 +40,7 @@ class Setup:
     num_samples: int = 10_000
 
 
+@dataclass
 class GlobalOrderSampler(Sampler[int]):
     """The samples N DistributedSampler shards visit, in one stream, batch by batch.
 
@@ -48,14 +49,11 @@ class GlobalOrderSampler(Sampler[int]):
     process, so both make their updates from exactly the same samples.
     """
 
-    def __init__(self, length: int, world_size: int, per_rank_batch: int, seed: int = 0):
-        self.length, self.world_size, self.per_rank_batch, self.seed = (
-            length,
-            world_size,
-            per_rank_batch,
-            seed,
-        )
-        self.epoch = 0
+    length: int
+    world_size: int
+    per_rank_batch: int
+    seed: int = 0
+    epoch: int = 0
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
