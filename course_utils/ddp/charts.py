@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..core.style import PALETTE, finished, new_figure
+from ..lr_scaling.experiments import curve_distance
 
 
 def step_losses(single: list[float], ranks: list[list[float]], title: str):
@@ -183,12 +184,7 @@ def profiled_timeline(traces: dict[str, list[dict]], title: str):
 
 def comparison_title(curves: dict[str, list[float]], reference: str) -> str:
     """Names the curve closest to `reference` (mean absolute gap per epoch)."""
-    ref = curves[reference]
-    gaps = {
-        k: sum(abs(a - b) for a, b in zip(v, ref, strict=True)) / len(ref)
-        for k, v in curves.items()
-        if k != reference
-    }
+    gaps = {k: curve_distance(v, curves[reference]) for k, v in curves.items() if k != reference}
     closest = min(gaps, key=gaps.get)
     return f"{reference} is closest to {closest} (mean gap {gaps[closest]:.3f})"
 

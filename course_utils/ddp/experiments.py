@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 from ..core import data, progress
 from ..core.training import Evaluation, History, Recipe, tensor_loader, train
-from ..lr_scaling.experiments import scaled_lr
+from ..lr_scaling.experiments import curve_distance, scaled_lr
 from ..network import wire
 from ..ranks.bootstrap import device
 from ..ranks.launch import launch
@@ -66,18 +66,13 @@ class Comparison:
     single_effective: History  # batch N*b: what DDP should look like
     single_per_rank: History  # batch b: what DDP should not look like
 
-    @staticmethod
-    def distance(a: list[float], b: list[float]) -> float:
-        """Mean absolute gap between two per-epoch curves."""
-        return sum(abs(x - y) for x, y in zip(a, b, strict=True)) / len(a)
-
     @property
     def gap_to_effective(self) -> float:
-        return self.distance(self.ddp.epoch_val_loss, self.single_effective.epoch_val_loss)
+        return curve_distance(self.ddp.epoch_val_loss, self.single_effective.epoch_val_loss)
 
     @property
     def gap_to_per_rank(self) -> float:
-        return self.distance(self.ddp.epoch_val_loss, self.single_per_rank.epoch_val_loss)
+        return curve_distance(self.ddp.epoch_val_loss, self.single_per_rank.epoch_val_loss)
 
 
 def compare_with_single(
