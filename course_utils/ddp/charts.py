@@ -81,22 +81,10 @@ def compute_vs_communication(rows, title: str):
     """Per step: compute and all-reduce time as one global batch is split over more ranks."""
     fig, (ax,) = new_figure(width=6.5)
     n = [r.world_size for r in rows]
-    ax.plot(
-        n,
-        [1000 * r.compute_per_step for r in rows],
-        "o-",
-        color=PALETTE[0],
-        lw=2,
-        label="compute per step",
-    )
-    ax.plot(
-        n,
-        [1000 * r.communication_per_step for r in rows],
-        "s--",
-        color=PALETTE[1],
-        lw=2,
-        label="all-reduce per step",
-    )
+    compute = [1000 * r.compute_per_step for r in rows]
+    comm = [1000 * r.communication_per_step for r in rows]
+    ax.plot(n, compute, "o-", color=PALETTE[0], lw=2, label="compute per step")
+    ax.plot(n, comm, "s--", color=PALETTE[1], lw=2, label="all-reduce per step")
     ax.set_xscale("log", base=2)
     ax.set_xticks(n, [f"{r.world_size} x {r.per_rank_batch}" for r in rows])
     ax.set(
