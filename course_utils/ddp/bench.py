@@ -25,6 +25,7 @@ def add_arguments(parser) -> None:
 
 def run(args) -> dict:
     from .cost import measure, measure_single, standard_variants
+    from .verdicts import saving
 
     link = wire.resolve(args.link, args.world_size)
     n, b = args.world_size, args.per_rank_batch
@@ -44,10 +45,7 @@ def run(args) -> dict:
             k: round(t.seconds_per_1000_samples, 4) for k, t in rows.items()
         },
         "effective_batch_of": {k: t.effective_batch for k, t in rows.items()},
-        "saving_per_1000_samples_vs_naive": {
-            t.name: round(naive.seconds_per_1000_samples - t.seconds_per_1000_samples, 4)
-            for t in timed[1:]
-        },
+        "saving_per_1000_samples_vs_naive": {t.name: round(saving(naive, t), 4) for t in timed[1:]},
         "naive_over_single": round(slower, 2),
         "report_naive_over_single": round(naive_ddp_over_one_process(), 2),
         "target": "every variant at one effective batch; naive DDP slower than one process",
