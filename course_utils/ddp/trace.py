@@ -72,15 +72,8 @@ def profiled_step(
     from the step's start, and how much of them overlapped (`overlap_fraction`). With
     `trace_dir` ('' for the system's temp folder), rank 0 also writes the Chrome trace there
     (open it in chrome://tracing or ui.perfetto.dev)."""
-    args = (
-        overlap,
-        layers,
-        width,
-        batch,
-        bucket_cap_mb,
-        wire.resolve(link, world_size, backend),
-        trace_dir,
-    )
+    link = wire.resolve(link, world_size, backend)
+    args = (overlap, layers, width, batch, bucket_cap_mb, link, trace_dir)
     return launch(_profile_rank, world_size, args=args, backend=backend)
 
 
