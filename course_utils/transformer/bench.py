@@ -19,14 +19,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--world-sizes", type=int, nargs="+", default=None)
 
 
-def _clock(world: int) -> str:
-    from ..core.machine import machine_cores
-
-    return "real" if world <= machine_cores() else "real, ranks share the cores"
-
-
 def run(args) -> dict:
     from ..core.profiles import current
+    from ..network.fabric import runs_real
     from . import compare, cp_ep_runs, data_parallel, tp_runs
 
     sizes = current().transformer
@@ -45,7 +40,8 @@ def run(args) -> dict:
         for row in compare.comparison(sizes, n, tp, ring, moe, split):
             name = row.parallelism
             if name in timed:
-                seconds, clock = timed[name].step_seconds, _clock(n)
+                seconds = timed[name].step_seconds
+                clock = "real" if runs_real(n) else "real, ranks share the cores"
             else:
                 seconds, clock = row.seconds(PREDICTED_ON), f"predicted on {PREDICTED_ON}"
             rows.append({
