@@ -16,21 +16,19 @@ measured the same way (every byte read at the boundary, `comm`).
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
-from ..core import progress
 from ..core.sizes_model_parallel import TransformerSizes
 from ..parallel.data_parallel import DataParallel
 from ..parallel.renamed import all_gather_single, reduce_scatter_single
-from ..ranks.bootstrap import device, synchronize
-from ..ranks.launch import launch
+from ..ranks.bootstrap import device
 from . import comm
 from .model import batches, build, loss_of, one_process_steps, train_steps
+from .tp_runs import counted_steps, launch_kinds
 
 KINDS = ("dp", "fsdp")
 FP32 = 4
@@ -77,21 +75,27 @@ def _reduce_scatter(t: torch.Tensor) -> torch.Tensor:
     return mine
 
 
-def _train(sizes: TransformerSizes, kind: str, steps: int) -> tuple[torch.nn.Module, list, float]:
-    """The trained model (whole), rank 0's messages of one step, the seconds per step."""
+def _train(sizes: TransformerSizes, kind: str, steps: int, reference: dict) -> dict:
+    """The model trained (whole) against one process's, rank 0's messages of one step and
+    the seconds per step."""
     model = build(sizes, device=device())
     replica = DataParallel(model) if kind == "dp" else None  # rank 0's weights, sent now
-    started = time.perf_counter()
-    with comm.count_communication() as log:
-        mine = _train_dp(replica, sizes, steps) if replica else _train_fsdp(model, sizes, steps)
-    synchronize()
-    seconds = (time.perf_counter() - started) / steps
+    mine, log, seconds = counted_steps(
+        lambda: _train_dp(replica, sizes, steps) if replica else _train_fsdp(model, sizes, steps),
+        steps,
+    )
+    params = list(model.parameters())
     if kind == "fsdp":  # the trained model, whole, to compare
-        params = list(model.parameters())
         vector_to_parameters(_all_gather(mine)[: sum(p.numel() for p in params)], params)
-    if len(log) % steps:
-        raise RuntimeError(f"{len(log)} messages in {steps} steps: the steps sent different ones")
-    return model, log[: len(log) // steps], seconds
+    want = {k: v.to(device()) for k, v in reference.items()}
+    diff = max((p.detach() - want[k]).abs().max().item() for k, p in model.named_parameters())
+    return {
+        "max_diff": diff,
+        "parameters": sum(p.numel() for p in params),
+        "tensors": len(params),
+        "step_log": log,
+        "step_seconds": seconds,
+    }
 
 
 def _train_dp(replica: DataParallel, sizes: TransformerSizes, steps: int) -> None:
@@ -130,26 +134,6 @@ def _train_fsdp(model: torch.nn.Module, sizes: TransformerSizes, steps: int) -> 
     return mine
 
 
-def _train_rank(sizes: TransformerSizes, kinds, steps: int, reference: dict) -> dict:
-    out = {}
-    bar = progress.bar(len(kinds), f"batch-split models on {dist.get_world_size()} ranks", "model")
-    for kind in kinds:
-        bar.set_postfix(training=kind)
-        model, log, seconds = _train(sizes, kind, steps)
-        bar.update()
-        want = {k: v.to(device()) for k, v in reference.items()}
-        diff = max((p.detach() - want[k]).abs().max().item() for k, p in model.named_parameters())
-        out[kind] = {
-            "max_diff": diff,
-            "log": log,
-            "parameters": sum(p.numel() for p in model.parameters()),
-            "tensors": len(list(model.parameters())),
-            "seconds": seconds,
-        }
-    bar.close()
-    return out
-
-
 def train_batch_split(
     sizes: TransformerSizes, kinds=KINDS, world_sizes=None, steps=None, backend="gloo"
 ) -> dict[tuple[str, int], BatchSplitRun]:
@@ -157,14 +141,7 @@ def train_batch_split(
     (each rank on its 1/N of every batch) and compared with it; keyed by (kind, N)."""
     steps = sizes.steps if steps is None else steps
     reference = one_process_steps(sizes, steps)["params"]
-    runs = {}
-    for n in world_sizes or sizes.world_sizes:
-        out = launch(_train_rank, n, backend=backend, timeout=sizes.timeout,
-                     args=(sizes, tuple(kinds), steps, reference))  # fmt: skip
-        for kind in kinds:
-            mine = [r[kind] for r in out]
-            runs[kind, n] = BatchSplitRun(
-                kind, n, max(r["max_diff"] for r in mine), mine[0]["parameters"],
-                mine[0]["tensors"], mine[0]["log"], mine[0]["seconds"],
-            )  # fmt: skip
-    return runs
+    runs = launch_kinds(
+        _train, "batch-split models", sizes, kinds, world_sizes, backend, steps, reference
+    )
+    return {key: BatchSplitRun(*key, **run) for key, run in runs.items()}

@@ -59,18 +59,27 @@ class TrainRun:
     step_seconds: float = 0.0  # rank 0's wall time per step, averaged over the steps
 
 
+def counted_steps(train, steps: int):
+    """Run `train()`, `steps` training steps on this rank, counting what it sends: its result,
+    this rank's messages of one step (every step must send the same) and seconds per step."""
+    started = time.perf_counter()
+    with comm.count_communication() as log:
+        result = train()
+    synchronize()
+    seconds = (time.perf_counter() - started) / steps
+    if len(log) % steps:
+        raise RuntimeError(f"{len(log)} messages in {steps} steps: the steps sent different ones")
+    return result, log[: len(log) // steps], seconds
+
+
 def _train_one(sizes: TransformerSizes, kind: str, steps: int, reference: dict) -> dict:
     dev = device()
     model = split(build(sizes, device=dev), kind)
     after = _sync_labelled if kind == "sp" else None
     comm.label_parts(model)
-    started = time.perf_counter()
-    with comm.count_communication() as log:
-        losses = train_steps(model, batches(sizes, steps), sizes.lr, after)
-    synchronize()
-    seconds = (time.perf_counter() - started) / steps
-    if len(log) % steps:
-        raise RuntimeError(f"{len(log)} messages in {steps} steps: the steps sent different ones")
+    losses, log, seconds = counted_steps(
+        lambda: train_steps(model, batches(sizes, steps), sizes.lr, after), steps
+    )
     trained = build(sizes, device=dev)
     trained.load_state_dict(reference)
     twin = dict(split(trained, kind).named_parameters())
@@ -78,7 +87,7 @@ def _train_one(sizes: TransformerSizes, kind: str, steps: int, reference: dict) 
         (_local(p.detach()) - _local(twin[name].detach())).abs().max().item()
         for name, p in model.named_parameters()
     )
-    return {"max_diff": diff, "losses": losses, "log": log[: len(log) // steps], "seconds": seconds}
+    return {"max_diff": diff, "losses": losses, "step_log": log, "step_seconds": seconds}
 
 
 def _sync_labelled(model) -> None:
@@ -86,14 +95,27 @@ def _sync_labelled(model) -> None:
         sync_sequence_parallel_grads(model)
 
 
-def _train_rank(sizes: TransformerSizes, kinds, steps: int, reference: dict) -> dict:
-    bar = progress.bar(len(kinds), f"split models on {dist.get_world_size()} ranks", "model")
+def _each_kind(train_one, what: str, sizes: TransformerSizes, kinds, *args) -> dict:
+    """On a rank: `train_one(sizes, kind, *args)` for every kind, under one bar."""
+    bar = progress.bar(len(kinds), f"{what} on {dist.get_world_size()} ranks", "model")
     out = {}
     for kind in kinds:
         bar.set_postfix(training=kind)
-        out[kind] = _train_one(sizes, kind, steps, reference)
+        out[kind] = train_one(sizes, kind, *args)
         bar.update()
     bar.close()
+    return out
+
+
+def launch_kinds(train_one, what: str, sizes, kinds, world_sizes, backend, *args) -> dict:
+    """`train_one(sizes, kind, *args)` on every rank for every kind at every N (default: the
+    profile's), one launch per N; keyed by (kind, N), rank 0's result with the largest
+    `max_diff` of every rank's."""
+    out, job = {}, (train_one, what, sizes, tuple(kinds), *args)
+    for n in world_sizes or sizes.world_sizes:
+        ranks = launch(_each_kind, n, backend=backend, timeout=sizes.timeout, args=job)
+        for kind in kinds:
+            out[kind, n] = {**ranks[0][kind], "max_diff": max(r[kind]["max_diff"] for r in ranks)}
     return out
 
 
@@ -107,17 +129,13 @@ def train_and_compare(
     are enough (not checked yet against the 1e-5 tolerance)."""
     steps = sizes.steps if steps is None else steps
     reference = one_process_steps(sizes, steps)
-    runs = {}
-    for n in world_sizes or sizes.world_sizes:
-        out = launch(_train_rank, n, backend=backend, timeout=sizes.timeout,
-                     args=(sizes, tuple(kinds), steps, reference["params"]))  # fmt: skip
-        for kind in kinds:
-            mine = [r[kind] for r in out]
-            runs[kind, n] = TrainRun(
-                kind, n, max(r["max_diff"] for r in mine), mine[0]["losses"],
-                reference["losses"], mine[0]["log"], mine[0]["seconds"],
-            )  # fmt: skip
-    return runs
+    runs = launch_kinds(
+        _train_one, "split models", sizes, kinds, world_sizes, backend, steps, reference["params"]
+    )
+    return {
+        key: TrainRun(*key, reference_losses=reference["losses"], **run)
+        for key, run in runs.items()
+    }
 
 
 _BLOCK = re.compile(r"block (\d+) ")
