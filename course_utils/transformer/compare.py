@@ -66,10 +66,6 @@ def predicted_seconds(messages: list[comm.Message], link: Link | str) -> float:
     return sum(link.alpha + b * link.beta for m in messages for b in _wire_steps(m))
 
 
-def _block_messages(log: list[comm.Message], block: int = 0) -> list[comm.Message]:
-    return [m for m in log if m.where.startswith(f"block {block} ")]
-
-
 def comparison(sizes, world: int, tp: dict, ring, moe, batch_split: dict) -> list[Row]:
     """One row per parallelism at `world` ranks, from the chapter's runs: `tp` keyed by
     (kind, N) (`tp_runs.train_and_compare`), `ring` a zigzag `RingRun`, `moe` a balanced
@@ -80,7 +76,8 @@ def comparison(sizes, world: int, tp: dict, ring, moe, batch_split: dict) -> lis
         log = tp[kind, world].step_log
         measured = sum(sum(ops.values()) for ops in bytes_per_block(log)[0].values())
         formula = sent_per_block(sizes, world, kind)
-        rows.append(Row(name, "block", measured, formula, _block_messages(log), ACTIVATIONS))
+        block_0 = [m for m in log if m.where.startswith("block 0 ")]
+        rows.append(Row(name, "block", measured, formula, block_0, ACTIVATIONS))
     sent, formula = sum(ring.sent[0].values()), sum(ring.formula.values())
     rows.append(Row("CP", "block", sent, formula, list(ring.log), KEYS_AND_VALUES))
     sent = sum(moe.sent[0].values())
