@@ -6,6 +6,7 @@ import numpy as np
 
 from ..core.style import PALETTE, finished, new_figure
 from .cp_ep_runs import MoERun
+from .cp_ep_verdicts import imbalance
 
 
 def work_per_rank(work: dict[str, list[int]]):
@@ -27,8 +28,7 @@ def work_per_rank(work: dict[str, list[int]]):
 
 
 def _load(run: MoERun) -> str:
-    mean = sum(run.tokens_per_rank) / len(run.tokens_per_rank)
-    return f"busiest rank {max(run.tokens_per_rank) / mean:.2f}x the mean, {run.dropped} dropped"
+    return f"busiest rank {imbalance(run.tokens_per_rank):.2f}x the mean, {run.dropped} dropped"
 
 
 def router_load(runs: dict[str, MoERun]):
