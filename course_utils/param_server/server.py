@@ -5,7 +5,7 @@ Around a worker: its batches, a slower worker's pause, and a worker told to die 
 itself. Around a server: each update's staleness, senders and time, snapshots of the
 parameters, and a watch on the workers. Gloo cannot poll a receive, and one from a dead
 peer never returns, so each server receives from any worker (`dist.recv` without a
-source) on a helper thread (`Inbox`) and waits on a queue with a deadline: a worker silent
+source) on a helper thread (`_Watch`) and waits on a queue with a deadline: a worker silent
 for `worker_timeout` seconds is lost. Async training goes on without it; sync cannot.
 Messages cross `cfg.link` (`network.wire`) and are counted where they cross
 `torch.distributed` (`network.recorder`).
@@ -14,7 +14,9 @@ Messages cross `cfg.link` (`network.wire`) and are counted where they cross
 from __future__ import annotations
 
 import os
+import queue
 import signal
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -30,7 +32,7 @@ from ..core.models import build
 from ..network import wire
 from ..network.recorder import recording
 from ..parallel import parameter_server
-from .inbox import Inbox
+from ..ranks.bootstrap import device
 
 MODES = ("sync", "async")
 
@@ -83,7 +85,6 @@ class ServerConfig:
 class ServerLog:
     """What one server saw, as plain data that travels back from its rank."""
 
-    shard: tuple[int, int]
     staleness: list[int] = field(default_factory=list)  # one per applied update
     senders: list[list[int]] = field(default_factory=list)  # worker(s) behind each update
     seconds: list[float] = field(default_factory=list)  # clock at each update
@@ -162,11 +163,10 @@ def _serve(cfg: ServerConfig, params: torch.Tensor, bounds: tuple[int, int], bar
     one silent for `worker_timeout` seconds is lost. Async goes on as if it had said goodbye;
     sync stops the others and gives up."""
     shard = parameter_server.Shard(params, bounds, cfg.lr)
-    log = ServerLog(shard=bounds)
+    log = ServerLog()
     workers = {cfg.rank_of(w): w for w in range(1, cfg.workers + 1)}
     with recording() as counted:  # before the inbox's thread starts receiving
-        inbox = Inbox(shard.message_size)
-        watch = _Watch(cfg, shard, workers, log, inbox)
+        watch = _Watch(cfg, shard, workers, log)
         log.snapshots.append((0, 0.0, shard.params.clone()))
         updates = parameter_server.serve(
             shard, list(workers), cfg.updates, cfg.mode == "sync", watch.receive
@@ -184,20 +184,34 @@ def _serve(cfg: ServerConfig, params: torch.Tensor, bounds: tuple[int, int], bar
 
 
 class _Watch:
-    """The server's `receive`: the inbox's next message, with a deadline per worker."""
+    """The server's `receive`: the next message from any worker, from the inbox (a queue its
+    helper thread fills), with a deadline per worker."""
 
-    def __init__(self, cfg: ServerConfig, shard, workers: dict, log: ServerLog, inbox: Inbox):
-        self.cfg, self.shard, self.workers, self.log, self.inbox = cfg, shard, workers, log, inbox
+    def __init__(self, cfg: ServerConfig, shard, workers: dict, log: ServerLog):
+        self.cfg, self.shard, self.workers, self.log = cfg, shard, workers, log
+        self.inbox: queue.Queue = queue.Queue()
+        threading.Thread(target=self._pump, daemon=True, name="ps-inbox").start()
         self.start = time.perf_counter()
         self.heard = dict.fromkeys(workers, self.start)
         self.delivered: dict[int, int] = {}  # rank -> the version its last gradient was for
         self.said_bye: set[int] = set()
         self.goodbyes: list[int] = []  # lost workers, handed to the server as goodbyes
 
+    def _pump(self) -> None:
+        size = self.shard.message_size
+        try:
+            while True:
+                message = torch.empty(size, device=device())
+                sender = dist.recv(message)
+                self.inbox.put((sender, message))
+        except Exception:  # the group is torn down at the end of the run: nothing to report
+            return
+
     def receive(self):
         while not self.goodbyes:
-            rank, message = self.inbox.get(timeout=0.05)
-            if rank is None:
+            try:
+                rank, message = self.inbox.get(timeout=0.05)
+            except queue.Empty:
                 self._look_for_lost()
                 continue
             self.heard[rank] = time.perf_counter()
