@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..core.style import PALETTE, finished, new_figure
+from .tuning import lowest
 
 
 def ps_traffic(workers: list[int], series: dict[str, list[float]], title: str | None = None):
@@ -100,17 +101,10 @@ def lr_sensitivity(lrs: list[float], losses: dict[str, list[float]], title: str 
 
 def _best_lr_title(lrs: list[float], losses: dict[str, list[float]]) -> str:
     """The rate with the lowest loss for each way of training (nan counts as diverged)."""
-    best = {
-        label: lrs[min(range(len(lrs)), key=lambda i: _finite(values[i]))]
-        for label, values in losses.items()
-    }
+    best = {label: lowest(lrs, values) for label, values in losses.items()}
     return "lowest mean validation loss at lr\n" + ", ".join(
         f"{b:g} ({k})" for k, b in best.items()
     )
-
-
-def _finite(x: float) -> float:
-    return x if x == x else float("inf")
 
 
 def averaging_accuracy(points: list[dict], baseline: float, title: str | None = None):

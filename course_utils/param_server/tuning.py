@@ -35,6 +35,11 @@ def end_loss(run: PSRun) -> float:
     return sum(tail) / len(tail)
 
 
+def lowest(lrs, losses: list[float]) -> float:
+    """The rate of `lrs` with the lowest of `losses`; a diverged one (nan) never wins."""
+    return lrs[min(range(len(lrs)), key=lambda i: math.inf if math.isnan(losses[i]) else losses[i])]
+
+
 def validation_split(data: Data, fraction: float, seed: int = 0) -> Data:
     """`data` with its training set split: runs train on the rest and evaluate on the held-out
     part (its `test`), so nothing chosen on it has seen the real test set."""
@@ -67,9 +72,8 @@ class LrSweep:
         ]
 
     def chosen(self, method: str) -> float:
-        """The rate with the lowest mean validation loss; a diverged one (nan) never wins."""
-        losses = [math.inf if math.isnan(x) else x for x in self.val_loss(method)]
-        return self.lrs[losses.index(min(losses))]
+        """The rate with the lowest mean validation loss."""
+        return lowest(self.lrs, self.val_loss(method))
 
     def runs_at_chosen(self, method: str) -> list[PSRun]:
         return [self.runs[method, self.chosen(method), s] for s in self.seeds]
