@@ -6,7 +6,7 @@ from ..core.style import PALETTE, finished, new_figure
 from .tuning import lowest
 
 
-def ps_traffic(workers: list[int], series: dict[str, list[float]], title: str | None = None):
+def ps_traffic(workers: list[int], series: dict[str, list[float]]):
     """Bytes per update on each kind of link, against the number of workers."""
     fig, (ax,) = new_figure()
     for (label, values), color in zip(series.items(), PALETTE, strict=False):
@@ -15,18 +15,15 @@ def ps_traffic(workers: list[int], series: dict[str, list[float]], title: str | 
     ax.set_xlabel("workers")
     ax.set_ylabel("kB sent + received per update")
     ax.set_ylim(bottom=0)
-    ax.set_title(title or _growth_title(workers, series), fontsize=9)
+    grew = ", ".join(f"{label} x{v[-1] / v[0]:.1f}" for label, v in series.items())
+    ax.set_title(
+        f"bytes per update from {workers[0]} to {workers[-1]} workers:\n{grew}", fontsize=9
+    )
     ax.legend(fontsize=8)
     return finished(fig)
 
 
-def _growth_title(workers: list[int], series: dict[str, list[float]]) -> str:
-    """How much each link's bytes grew from the fewest workers to the most."""
-    grew = ", ".join(f"{label} x{v[-1] / v[0]:.1f}" for label, v in series.items())
-    return f"bytes per update from {workers[0]} to {workers[-1]} workers:\n{grew}"
-
-
-def staleness_histogram(groups: dict[str, list[int]], title: str | None = None, subtitle=""):
+def staleness_histogram(groups: dict[str, list[int]], subtitle=""):
     """How many updates happened between a worker's pull and its gradient being applied."""
     fig, (ax,) = new_figure(width=6.0)
     top = max((max(v) for v in groups.values() if v), default=0)
@@ -37,9 +34,7 @@ def staleness_histogram(groups: dict[str, list[int]], title: str | None = None, 
             ax.hist(values, bins=bins, weights=weights, alpha=0.6, color=color, label=label)
     ax.set_xlabel("staleness (updates applied since the worker pulled)")
     ax.set_ylabel("share of that worker's gradients")
-    ax.set_title(
-        (title or _staleness_title(groups)) + (f"\n{subtitle}" if subtitle else ""), fontsize=9
-    )
+    ax.set_title(_staleness_title(groups) + (f"\n{subtitle}" if subtitle else ""), fontsize=9)
     ax.legend(fontsize=8)
     return finished(fig)
 
@@ -54,7 +49,7 @@ def _staleness_title(groups: dict[str, list[int]]) -> str:
     )
 
 
-def ps_loss_curves(runs: dict, title: str | None = None, subtitle: str = ""):
+def ps_loss_curves(runs: dict, subtitle: str = ""):
     """Test loss against gradients computed (left: an equal budget of work) and against
     training seconds (right). A synchronous update costs one gradient per worker."""
     fig, (by_update, by_time) = new_figure(ncols=2)
@@ -69,7 +64,7 @@ def ps_loss_curves(runs: dict, title: str | None = None, subtitle: str = ""):
     for ax in (by_update, by_time):
         ax.set_ylabel("test loss")
     by_time.legend(fontsize=8)
-    fig.suptitle((title or _loss_curves_title(runs)) + (f"\n{subtitle}" if subtitle else ""))
+    fig.suptitle(_loss_curves_title(runs) + (f"\n{subtitle}" if subtitle else ""))
     return finished(fig)
 
 
@@ -85,7 +80,7 @@ def _loss_curves_title(runs: dict) -> str:
     )
 
 
-def lr_sensitivity(lrs: list[float], losses: dict[str, list[float]], title: str | None = None):
+def lr_sensitivity(lrs: list[float], losses: dict[str, list[float]]):
     """Mean final validation loss against the learning rate, one line per way of training;
     a run that diverged (nan) leaves a gap."""
     fig, (ax,) = new_figure(width=6.0)
@@ -94,20 +89,13 @@ def lr_sensitivity(lrs: list[float], losses: dict[str, list[float]], title: str 
     ax.set_xscale("log")
     ax.set_xlabel("learning rate")
     ax.set_ylabel("validation loss (mean over seeds)")
-    ax.set_title(title or _best_lr_title(lrs, losses), fontsize=9)
+    best = ", ".join(f"{lowest(lrs, values):g} ({label})" for label, values in losses.items())
+    ax.set_title(f"lowest mean validation loss at lr\n{best}", fontsize=9)
     ax.legend(fontsize=8)
     return finished(fig)
 
 
-def _best_lr_title(lrs: list[float], losses: dict[str, list[float]]) -> str:
-    """The rate with the lowest loss for each way of training (nan counts as diverged)."""
-    best = {label: lowest(lrs, values) for label, values in losses.items()}
-    return "lowest mean validation loss at lr\n" + ", ".join(
-        f"{b:g} ({k})" for k, b in best.items()
-    )
-
-
-def averaging_accuracy(points: list[dict], baseline: float, title: str | None = None):
+def averaging_accuracy(points: list[dict], baseline: float):
     """Test accuracy against communication rounds; each point a label, rounds and accuracy."""
     fig, (ax,) = new_figure(width=6.0)
     for point, color in zip(points, PALETTE, strict=False):
@@ -127,8 +115,7 @@ def averaging_accuracy(points: list[dict], baseline: float, title: str | None = 
     top = max(points, key=lambda p: p["accuracy"])
     low = min(points, key=lambda p: p["accuracy"])
     ax.set_title(
-        title
-        or f"most accurate: {top['label']} ({top['accuracy']:.2f}); "
+        f"most accurate: {top['label']} ({top['accuracy']:.2f}); "
         f"least: {low['label']} ({low['accuracy']:.2f})",
         fontsize=9,
     )
@@ -136,7 +123,7 @@ def averaging_accuracy(points: list[dict], baseline: float, title: str | None = 
     return finished(fig)
 
 
-def updates_by_worker(run, title: str | None = None):
+def updates_by_worker(run):
     """Which worker's gradient each update applied, over time: a lost worker's line stops."""
     fig, (ax,) = new_figure(width=6.5)
     for w in range(1, run.workers + 1):
@@ -150,12 +137,12 @@ def updates_by_worker(run, title: str | None = None):
     counts = ", ".join(
         f"worker {w}{' (killed)' if w in run.died else ''} {n}" for w, n in applied.items()
     )
-    ax.set_title(title or f"gradients applied: {counts}", fontsize=9)
+    ax.set_title(f"gradients applied: {counts}", fontsize=9)
     ax.legend(fontsize=8)
     return finished(fig)
 
 
-def loss_by_epochs(curves: dict, target: float, epochs_to: dict, title: str | None = None):
+def loss_by_epochs(curves: dict, target: float, epochs_to: dict):
     """Mean validation loss against epochs of gradients computed, with the target loss;
     `epochs_to` holds each curve's first epoch at or below it (inf: never)."""
     fig, (ax,) = new_figure(width=6.0)
@@ -165,6 +152,6 @@ def loss_by_epochs(curves: dict, target: float, epochs_to: dict, title: str | No
     ax.set_xlabel("epochs (gradients computed x batch / training samples)")
     ax.set_ylabel("validation loss (mean over seeds)")
     reached = ", ".join(f"{label} {e:.2f}" for label, e in epochs_to.items())
-    ax.set_title(title or f"epochs to validation loss {target:g}: {reached}", fontsize=9)
+    ax.set_title(f"epochs to validation loss {target:g}: {reached}", fontsize=9)
     ax.legend(fontsize=8)
     return finished(fig)
