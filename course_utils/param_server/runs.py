@@ -55,14 +55,10 @@ class PSRun:
         return len(self.staleness)
 
     @property
-    def gradients_per_update(self) -> int:
-        """A synchronous update averages one gradient per worker; an asynchronous one is one."""
-        return self.workers if self.mode == "sync" else 1
-
-    @property
     def snapshot_gradients(self) -> list[int]:
-        """Gradients computed by the workers at each snapshot: the budget both modes share."""
-        return [u * self.gradients_per_update for u in self.snapshot_updates]
+        """Gradients computed by the workers at each snapshot: the budget both modes share. A
+        synchronous update averages one gradient per worker; an asynchronous one is one."""
+        return [u * (self.workers if self.mode == "sync" else 1) for u in self.snapshot_updates]
 
     @property
     def final_loss(self) -> float:
