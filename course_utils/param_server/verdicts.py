@@ -8,6 +8,8 @@ feed each one a case where the effect is absent, most of them a run of
 
 from __future__ import annotations
 
+from statistics import median_low
+
 from ..core.checks import Verdict, verdict
 
 # fp32: the three sum the same gradients in other orders, which moves the weights by
@@ -43,19 +45,14 @@ def async_about_workers_minus_one_stale(run, workers: int, slack: float = 0.5) -
     )
 
 
-def _median(xs) -> float:
-    """The lower of the two middle values for an even count, as `torch.median` takes."""
-    ordered = sorted(xs)
-    return ordered[(len(ordered) - 1) // 2]
-
-
 def straggler_far_staler(run, straggler: int, workers: int, factor: float = 3.0) -> Verdict:
     """The straggler's median staleness at least `factor` x the fast workers' (and x 1):
-    while it computes one gradient, the others push several."""
+    while it computes one gradient, the others push several. Of two middle values the lower,
+    as `torch.median` takes."""
     fast = [s for w in range(1, workers + 1) if w != straggler for s in run.staleness_of(w)]
     slow = run.staleness_of(straggler)  # empty if it delivered nothing: nothing to compare
     return verdict(
-        bool(slow) and _median(slow) >= factor * max(_median(fast), 1),
+        bool(slow) and median_low(slow) >= factor * max(median_low(fast), 1),
         "the straggler's gradients are far staler than the fast workers'",
     )
 
