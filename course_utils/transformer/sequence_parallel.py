@@ -33,18 +33,14 @@ def sequence_parallel_model(model: Transformer) -> Transformer:
     return split
 
 
-def sequence_parallel_params(model: Transformer) -> list[nn.Parameter]:
-    """The parameters that act on this rank's positions only: every LayerNorm's and the
-    row-parallel layers' biases (added after the reduce-scatter)."""
+def sync_sequence_parallel_grads(model: Transformer) -> None:
+    """Sum over the ranks, in one message, the gradients of the parameters that act on this
+    rank's positions only: every LayerNorm's and the row-parallel layers' biases (added
+    after the reduce-scatter)."""
     params = []
     for m in model.modules():
         if isinstance(m, nn.LayerNorm):
             params += [m.weight, m.bias]
         elif isinstance(m, RowParallelLinear):
             params.append(m.bias)
-    return params
-
-
-def sync_sequence_parallel_grads(model: Transformer) -> None:
-    """Sum the sequence-sharded parameters' gradients over the ranks, in one message."""
-    sp.sum_gradients(sequence_parallel_params(model))
+    sp.sum_gradients(params)
