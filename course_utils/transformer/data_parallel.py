@@ -20,11 +20,13 @@ from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
+import torch.nn.functional as F
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
 from ..core.sizes_model_parallel import TransformerSizes
 from ..parallel.data_parallel import DataParallel
 from ..parallel.renamed import all_gather_single, reduce_scatter_single
+from ..parallel.zero import padded_numel
 from ..ranks.bootstrap import device
 from . import comm
 from .model import batches, build, loss_of, one_process_steps, train_steps
@@ -52,7 +54,7 @@ def batch_split_bytes(parameters: int, ranks: int, kind: str, tensors: int = 0) 
     (N-1)/N of the flat vector padded to N equal chunks."""
     if kind not in KINDS:
         raise ValueError(f"kind={kind!r} is not one of {', '.join(KINDS)}.")
-    sent = parameters + tensors if kind == "dp" else -(-parameters // ranks) * ranks
+    sent = parameters + tensors if kind == "dp" else padded_numel(parameters, ranks)
     return 2 * (ranks - 1) * sent * FP32 // ranks
 
 
@@ -113,10 +115,8 @@ def _train_fsdp(model: torch.nn.Module, sizes: TransformerSizes, steps: int) -> 
     n, rank = dist.get_world_size(), dist.get_rank()
     params = list(model.parameters())
     flat = parameters_to_vector(params).detach()
-    padded = -(-flat.numel() // n) * n
-    full = torch.zeros(padded, device=flat.device)
-    full[: flat.numel()] = flat
-    mine = full.chunk(n)[rank].clone()
+    pad = (0, padded_numel(flat.numel(), n) - flat.numel())
+    mine = F.pad(flat, pad).chunk(n)[rank].clone()
     momentum = torch.zeros_like(mine)
     for sequence in batches(sizes, steps):
         with comm.labelled("parameters", "forward"):
@@ -125,8 +125,7 @@ def _train_fsdp(model: torch.nn.Module, sizes: TransformerSizes, steps: int) -> 
         for p in params:
             p.grad = None
         loss_of(model, _my_sequences(sequence).to(flat.device)).backward()
-        grad = torch.zeros(padded, device=flat.device)
-        grad[: flat.numel()] = parameters_to_vector([p.grad for p in params])
+        grad = F.pad(parameters_to_vector([p.grad for p in params]), pad)
         with comm.labelled("gradients", "backward"):
             grad = _reduce_scatter(grad) / n
         momentum.mul_(0.9).add_(grad)
