@@ -37,7 +37,6 @@ class PSRun:
     snapshot_updates: list[int] = field(default_factory=list)
     snapshot_seconds: list[float] = field(default_factory=list)
     loss: list[float] = field(default_factory=list)  # test loss at each snapshot
-    accuracy: list[float] = field(default_factory=list)
     staleness: list[int] = field(default_factory=list)  # server 0's, one per update
     senders: list[list[int]] = field(default_factory=list)
     update_seconds: list[float] = field(default_factory=list)
@@ -148,13 +147,10 @@ def run_parameter_server(cfg: ServerConfig, data, eval_samples: int | None = Non
     for i, (update, seconds, _) in enumerate(lead.snapshots):
         if any(i >= len(s.snapshots) for s in servers):
             break
-        loss, acc = evaluate(
-            torch.cat([s.snapshots[i][2] for s in servers]), cfg, data, eval_samples
-        )
+        loss, _ = evaluate(torch.cat([s.snapshots[i][2] for s in servers]), cfg, data, eval_samples)
         run.snapshot_updates.append(update)
         run.snapshot_seconds.append(seconds)
         run.loss.append(loss)
-        run.accuracy.append(acc)
     return run
 
 
