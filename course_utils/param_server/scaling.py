@@ -57,11 +57,15 @@ def step_seconds(sizes, data, workers: tuple, servers: tuple, *, hidden: int, up
     return out
 
 
-@timing_claim(
+# the three verdicts below: simulated clock, against the server's schedule (`core.timing_claims`)
+_ON_THE_SCHEDULE = timing_claim(
     "simulated",
     "schedule",
     "test_sharding_verdicts_pass_on_the_prediction_and_fail_without_the_effect",
 )
+
+
+@_ON_THE_SCHEDULE
 def grows_with_workers(table: dict, factor: float = 1.4) -> Verdict:
     """One server: the most workers take at least `factor` x the time of the fewest."""
     workers = sorted({w for w, _ in table})
@@ -73,11 +77,7 @@ def grows_with_workers(table: dict, factor: float = 1.4) -> Verdict:
     )
 
 
-@timing_claim(
-    "simulated",
-    "schedule",
-    "test_sharding_verdicts_pass_on_the_prediction_and_fail_without_the_effect",
-)
+@_ON_THE_SCHEDULE
 def sharding_cuts(table: dict, factor: float = 1.4) -> Verdict:
     """With the most workers, the most shards cut the time per update at least `factor`-fold."""
     most = max(w for w, _ in table)
@@ -90,11 +90,7 @@ def sharding_cuts(table: dict, factor: float = 1.4) -> Verdict:
     )
 
 
-@timing_claim(
-    "simulated",
-    "schedule",
-    "test_sharding_verdicts_pass_on_the_prediction_and_fail_without_the_effect",
-)
+@_ON_THE_SCHEDULE
 def matches_prediction(measured: dict, predicted: dict, tolerance: float = 0.25) -> Verdict:
     """Every measured time per update within `tolerance` of the alpha-beta prediction (which
     is 0 on the real link: there the model has nothing to say, and the verdict fails)."""
