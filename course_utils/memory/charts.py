@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..core.style import PALETTE, finished, new_figure
 from .formulas import comm_multiple
+from .zero import stage_name
 
 KINDS = ("params", "grads", "optimizer", "activations", "working set")
 _COLOURS = dict(zip(KINDS, PALETTE, strict=False))
@@ -53,7 +54,7 @@ def zero_bytes(rows: list[dict]):
             row = next(r for r in rows if r["world_size"] == world and r["stage"] == s)
             _stack(ax, s, row["held"], labels=s == 0 and world == worlds[0])
             ax.plot(s, row["predicted"] / MB, "k_", ms=22, mew=2)
-        ax.set_xticks(stages, ["DDP" if s == 0 else f"ZeRO-{s}" for s in stages], fontsize=8)
+        ax.set_xticks(stages, [stage_name(s) for s in stages], fontsize=8)
         ax.set_title(f"N = {world}", fontsize=10)
     axes[0].set_ylabel("MB each rank keeps between steps")
     axes[0].plot([], [], "k_", ms=12, mew=2, label="formula")
@@ -81,7 +82,7 @@ def zero_peaks(rows: list[dict]):
         ax.bar(stages, [r["measured"] / MB for r in mine], 0.7, color=PALETTE[5],
                label="between steps")  # fmt: skip
         ax.plot(stages, [r["predicted_peak"] / MB for r in mine], "k_", ms=22, mew=2)
-        ax.set_xticks(stages, [_stage_name(s) for s in stages], fontsize=8)
+        ax.set_xticks(stages, [stage_name(s) for s in stages], fontsize=8)
         ax.set_title(f"N = {world}", fontsize=10)
     axes[0].set_ylabel("MB rank 0 holds")
     axes[0].plot([], [], "k_", ms=12, mew=2, label="peak formula")
@@ -89,8 +90,8 @@ def zero_peaks(rows: list[dict]):
     least = min((_peak_row(rows, worlds[-1], s) for s in stages), key=lambda r: r["peak"])
     held = min((_peak_row(rows, worlds[-1], s) for s in stages), key=lambda r: r["measured"])
     fig.suptitle(
-        f"On {worlds[-1]} ranks: least between steps {_stage_name(held['stage'])}, least at "
-        f"the peak {_stage_name(least['stage'])} ({least['peak'] / MB:.2f} MB)"
+        f"On {worlds[-1]} ranks: least between steps {stage_name(held['stage'])}, least at "
+        f"the peak {stage_name(least['stage'])} ({least['peak'] / MB:.2f} MB)"
     )
     return finished(fig)
 
@@ -99,10 +100,6 @@ def _peak_row(rows, world, stage) -> dict:
     return next(
         r for r in rows if r["world_size"] == world and r["stage"] == stage and r["rank"] == 0
     )
-
-
-def _stage_name(stage: int) -> str:
-    return "DDP" if stage == 0 else f"ZeRO-{stage}"
 
 
 def zero_traffic(rows: list[dict]):
@@ -114,7 +111,7 @@ def zero_traffic(rows: list[dict]):
     for i, s in enumerate(stages):
         mine = [next(r for r in rows if r["world_size"] == n and r["stage"] == s) for n in worlds]
         xs = [k + (i - (len(stages) - 1) / 2) * width for k in range(len(worlds))]
-        label = "DDP" if s == 0 else f"ZeRO-{s}"
+        label = stage_name(s)
         axes[0].bar(xs, [r["bytes_sent"] / (4 * r["numel"]) for r in mine], width, label=label)
         axes[0].plot(xs, [comm_multiple(s, n) for n in worlds], "k_", ms=8, mew=2)
         axes[1].bar(xs, [r["step_seconds"] * 1e3 for r in mine], width, label=label)
@@ -210,7 +207,7 @@ def state_by_stage(
     if limit_gb:
         ax.axhline(limit_gb, color="black", ls="--", lw=1, label=f"one GPU ({limit_gb:g} GB)")
     ax.set_ylim(0, 1.12 * max(tallest, limit_gb or 0))  # the tallest bar and its label fit
-    ax.set_xticks(list(parts_by_stage), ["DDP" if s == 0 else f"ZeRO-{s}" for s in parts_by_stage])
+    ax.set_xticks(list(parts_by_stage), [stage_name(s) for s in parts_by_stage])
     ax.set_ylabel("GB per rank")
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)

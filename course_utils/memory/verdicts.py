@@ -18,6 +18,7 @@ from .fsdp_verdicts import (
     prefetch_seen,
     reshard_after_forward_keeps_layers,
 )
+from .zero import stage_name
 
 __all__ = [
     "bf16_keeps_accuracy",
@@ -38,16 +39,12 @@ __all__ = [
 ]
 
 
-def _name(stage: int) -> str:
-    return "DDP" if stage == 0 else f"ZeRO-{stage}"
-
-
 def _stages(stages: int | tuple[int, ...]) -> list[int]:
     return [stages] if isinstance(stages, int) else list(stages)
 
 
 def _names(stages: list[int]) -> str:
-    names = [_name(s) for s in stages]
+    names = [stage_name(s) for s in stages]
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 

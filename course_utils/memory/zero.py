@@ -16,11 +16,16 @@ from ..parallel.zero3 import Zero3
 
 __all__ = [
     "STAGES", "held_bytes", "largest_layer", "mlp", "own_chunk", "padded_numel",
-    "parameter_count", "stepped_bytes", "storage_bytes", "zero_rank",
+    "parameter_count", "stage_name", "stepped_bytes", "storage_bytes", "zero_rank",
 ]  # fmt: skip
 
 STAGES = (0, 1, 2, 3)
 _BY_STAGE = dict(zip(STAGES, (DDP, Zero1, Zero2, Zero3), strict=True))
+
+
+def stage_name(stage: int) -> str:
+    """How the notebook's charts and verdicts name a stage: DDP for 0, else ZeRO-s."""
+    return "DDP" if stage == 0 else f"ZeRO-{stage}"
 
 
 def mlp(widths: tuple[int, ...], seed: int = 0) -> nn.Sequential:
