@@ -21,7 +21,7 @@ def add_arguments(parser) -> None:
 
 def run(args) -> dict:
     from ..core.profiles import current
-    from .runs import compare_stages
+    from .runs import compare_stages, stage_row
 
     sizes = current().memory
     rows = compare_stages(
@@ -31,7 +31,7 @@ def run(args) -> dict:
     for row in rows:
         if row["rank"] or not row["stage"]:
             continue  # rank 0 speaks for its stage; DDP (stage 0) is the reference
-        ddp = next(r for r in rows if r["stage"] == 0 and r["world_size"] == row["world_size"])
+        ddp = stage_row(rows, row["world_size"], 0)
         error = row["measured"] / row["predicted"] - 1
         peak_error = row["peak"] / row["predicted_peak"] - 1
         table.append(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..core.style import PALETTE, finished, new_figure
 from .formulas import comm_multiple
+from .runs import stage_row
 from .zero import stage_name
 
 KINDS = ("params", "grads", "optimizer", "activations", "working set")
@@ -51,7 +52,7 @@ def zero_bytes(rows: list[dict]):
     fig, axes = new_figure(len(worlds), width=3.6, height=3.8)
     for ax, world in zip(axes, worlds, strict=True):
         for s in stages:
-            row = next(r for r in rows if r["world_size"] == world and r["stage"] == s)
+            row = stage_row(rows, world, s)
             _stack(ax, s, row["held"], labels=s == 0 and world == worlds[0])
             ax.plot(s, row["predicted"] / MB, "k_", ms=22, mew=2)
         ax.set_xticks(stages, [stage_name(s) for s in stages], fontsize=8)
@@ -59,15 +60,11 @@ def zero_bytes(rows: list[dict]):
     axes[0].set_ylabel("MB each rank keeps between steps")
     axes[0].plot([], [], "k_", ms=12, mew=2, label="formula")
     axes[-1].legend(*axes[0].get_legend_handles_labels(), fontsize=7)  # where the bars are low
-    ddp, last = (_held(rows, worlds[-1], s) for s in (stages[0], stages[-1]))
+    ddp, last = (stage_row(rows, worlds[-1], s)["measured"] for s in (stages[0], stages[-1]))
     fig.suptitle(
         f"On {worlds[-1]} ranks ZeRO-{stages[-1]} keeps {ddp / last:.1f}x less per rank than DDP"
     )
     return finished(fig)
-
-
-def _held(rows, world, stage) -> float:
-    return next(r["measured"] for r in rows if r["world_size"] == world and r["stage"] == stage)
 
 
 def zero_peaks(rows: list[dict]):
@@ -77,7 +74,7 @@ def zero_peaks(rows: list[dict]):
     stages = sorted({r["stage"] for r in rows})
     fig, axes = new_figure(len(worlds), width=3.6, height=3.6)
     for ax, world in zip(axes, worlds, strict=True):
-        mine = [_peak_row(rows, world, s) for s in stages]
+        mine = [stage_row(rows, world, s) for s in stages]
         ax.bar(stages, [r["peak"] / MB for r in mine], 0.7, color=PALETTE[0], label="at the peak")
         ax.bar(stages, [r["measured"] / MB for r in mine], 0.7, color=PALETTE[5],
                label="between steps")  # fmt: skip
@@ -87,19 +84,13 @@ def zero_peaks(rows: list[dict]):
     axes[0].set_ylabel("MB rank 0 holds")
     axes[0].plot([], [], "k_", ms=12, mew=2, label="peak formula")
     axes[-1].legend(*axes[0].get_legend_handles_labels(), fontsize=7)
-    least = min((_peak_row(rows, worlds[-1], s) for s in stages), key=lambda r: r["peak"])
-    held = min((_peak_row(rows, worlds[-1], s) for s in stages), key=lambda r: r["measured"])
+    least = min((stage_row(rows, worlds[-1], s) for s in stages), key=lambda r: r["peak"])
+    held = min((stage_row(rows, worlds[-1], s) for s in stages), key=lambda r: r["measured"])
     fig.suptitle(
         f"On {worlds[-1]} ranks: least between steps {stage_name(held['stage'])}, least at "
         f"the peak {stage_name(least['stage'])} ({least['peak'] / MB:.2f} MB)"
     )
     return finished(fig)
-
-
-def _peak_row(rows, world, stage) -> dict:
-    return next(
-        r for r in rows if r["world_size"] == world and r["stage"] == stage and r["rank"] == 0
-    )
 
 
 def zero_traffic(rows: list[dict]):
@@ -109,7 +100,7 @@ def zero_traffic(rows: list[dict]):
     fig, axes = new_figure(2, width=4.6)
     width = 0.8 / len(stages)
     for i, s in enumerate(stages):
-        mine = [next(r for r in rows if r["world_size"] == n and r["stage"] == s) for n in worlds]
+        mine = [stage_row(rows, n, s) for n in worlds]
         xs = [k + (i - (len(stages) - 1) / 2) * width for k in range(len(worlds))]
         label = stage_name(s)
         axes[0].bar(xs, [r["bytes_sent"] / (4 * r["numel"]) for r in mine], width, label=label)

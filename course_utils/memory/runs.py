@@ -104,6 +104,11 @@ def _row(zero, times: list, sent: list) -> dict:
     }
 
 
+def stage_row(rows: list[dict], world: int, stage: int) -> dict:
+    """Rank 0's row of `stage` on `world` ranks (`compare_stages` hands rank 0's rows first)."""
+    return next(r for r in rows if r["world_size"] == world and r["stage"] == stage)
+
+
 def compare_stages(
     widths, world_sizes, steps: int, batch_per_rank: int, lr: float, stages=STAGES, timeout=120.0
 ) -> list[dict]:

@@ -18,6 +18,7 @@ from .fsdp_verdicts import (
     prefetch_seen,
     reshard_after_forward_keeps_layers,
 )
+from .runs import stage_row
 from .zero import stage_name
 
 __all__ = [
@@ -58,17 +59,13 @@ def stage_matches_ddp(rows: list[dict], stages, tolerance: float = 1e-6) -> Verd
     """After training, every rank's parameters at each of `stages` equal DDP's at the same N."""
     stages = _stages(stages)
     gaps = [
-        (r["params"] - _ddp(rows, r["world_size"])["params"]).abs().max().item()
+        (r["params"] - stage_row(rows, r["world_size"], 0)["params"]).abs().max().item()
         for r in _of(rows, stages)
     ]
     return verdict(
         bool(gaps) and max(gaps) <= tolerance,
         f"the parameters of {_names(stages)} equal DDP's to {tolerance:g} on every rank and N",
     )
-
-
-def _ddp(rows: list[dict], world: int) -> dict:
-    return next(r for r in rows if r["stage"] == 0 and r["world_size"] == world)
 
 
 def bytes_fall_with_ranks(rows: list[dict], stages) -> Verdict:
@@ -82,15 +79,13 @@ def bytes_fall_with_ranks(rows: list[dict], stages) -> Verdict:
     return verdict(ok, f"the bytes per rank of {_names(stages)} fall with every rank added")
 
 
-def _peak(rows: list[dict], world: int, stage: int) -> dict:
-    return next(r for r in rows if r["world_size"] == world and r["stage"] == stage)
-
-
 def zero2_peak_below_zero1(rows: list[dict]) -> Verdict:
     """ZeRO-2's gain survives the step: each layer's full gradient goes as soon as it is
     reduce-scattered, so on every N > 1 its peak is below ZeRO-1's."""
     worlds = sorted({r["world_size"] for r in rows if r["world_size"] > 1})
-    ok = bool(worlds) and all(_peak(rows, n, 2)["peak"] < _peak(rows, n, 1)["peak"] for n in worlds)
+    ok = bool(worlds) and all(
+        stage_row(rows, n, 2)["peak"] < stage_row(rows, n, 1)["peak"] for n in worlds
+    )
     return verdict(
         ok, "at its peak ZeRO-2 holds less than ZeRO-1 on every N > 1, not only between steps"
     )
@@ -100,10 +95,12 @@ def zero3_peak_holds_a_gathered_layer(rows: list[dict]) -> Verdict:
     """ZeRO-3 computes with whole layers it gathers: on every N > 1 its step adds, on top
     of what it keeps between steps, at least one largest layer more than DDP's step adds."""
     mine = [r for r in rows if r["stage"] == 3 and r["world_size"] > 1]
+
+    def added(r: dict) -> float:  # what a step holds beyond what is kept between steps
+        return r["peak"] - r["measured"]
+
     ok = bool(mine) and all(
-        (r["peak"] - r["measured"])
-        - (_peak(rows, r["world_size"], 0)["peak"] - _peak(rows, r["world_size"], 0)["measured"])
-        >= 4 * r["largest_layer"]
+        added(r) - added(stage_row(rows, r["world_size"], 0)) >= 4 * r["largest_layer"]
         for r in mine
     )
     return verdict(
