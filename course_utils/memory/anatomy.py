@@ -18,7 +18,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from ..ranks.launch import launch
-from .zero import mlp, storage_bytes
+from .zero import mlp, rank_share, storage_bytes
 
 
 class SavedBytes(contextlib.AbstractContextManager):
@@ -89,8 +89,7 @@ def measure_rank(widths, x: torch.Tensor, y: torch.Tensor, lr: float = 1e-3) -> 
 
 
 def _anatomy_on_rank(widths, x, y) -> dict:
-    per_rank = len(x) // dist.get_world_size()
-    part = slice(dist.get_rank() * per_rank, (dist.get_rank() + 1) * per_rank)
+    part = rank_share(len(x))
     row = measure_rank(widths, x[part], y[part])
     dist.barrier()  # a rank that never communicates must not leave while peers still connect
     return row

@@ -21,7 +21,7 @@ from torch import nn
 from ..ranks.bootstrap import device
 from ..ranks.launch import launch
 from ..ranks.rank_output import quiet_stderr
-from .zero import mlp
+from .zero import mlp, rank_share
 
 _KINDS = {
     "all_gather": "all-gather",
@@ -49,13 +49,12 @@ def sharded_mlp(widths, **options) -> nn.Sequential:
 
 
 def _train_on_rank(widths, x, y, lr: float) -> dict:
-    rank, world = dist.get_rank(), dist.get_world_size()
+    rank = dist.get_rank()
     model = sharded_mlp(widths)
     x, y = x.to(device()), y.to(device())
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     stored = sum(p.to_local().untyped_storage().nbytes() for p in model.parameters())
-    per_rank = x.shape[1] // world
-    part = slice(rank * per_rank, (rank + 1) * per_rank)
+    part = rank_share(x.shape[1])
     times = []
     for step in range(x.shape[0]):
         last = step == x.shape[0] - 1

@@ -15,7 +15,6 @@ ranks it moved by a quarter from run to run.)
 from __future__ import annotations
 
 import torch
-import torch.distributed as dist
 import torch.nn.functional as F
 
 from ..ranks.bootstrap import device
@@ -23,6 +22,7 @@ from ..ranks.launch import launch
 from ..ranks.rank_output import quiet_stderr
 from .fsdp import sharded_mlp
 from .peak import allocated_during
+from .zero import rank_share
 
 SETTINGS = ("default", "reshard_after_forward=False", "bf16 MixedPrecisionPolicy")
 
@@ -40,13 +40,11 @@ def _options(setting: str) -> dict:
 def _measure_on_rank(widths, setting: str, x, y, lr: float) -> dict:
     from torch.profiler import ProfilerActivity, profile
 
-    rank, world = dist.get_rank(), dist.get_world_size()
     model = sharded_mlp(widths, **_options(setting))
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     computes_in = set()
     model[0].register_forward_pre_hook(lambda layer, _: computes_in.add(layer.weight.dtype))
-    per_rank = x.shape[1] // world
-    part = slice(rank * per_rank, (rank + 1) * per_rank)
+    part = rank_share(x.shape[1])
     x, y = x[:, part].to(device()), y[:, part].to(device())
 
     def step(s: int) -> None:

@@ -10,13 +10,12 @@ numbers), so a run is held to the one-process fp32 run's own distance from fp64.
 from __future__ import annotations
 
 import torch
-import torch.distributed as dist
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 
 from ..ranks.bootstrap import device
 from ..ranks.launch import launch
-from .zero import mlp
+from .zero import mlp, rank_share
 
 
 def _flat(model) -> torch.Tensor:
@@ -36,11 +35,9 @@ def one_process(widths, x, y, lr: float, dtype: torch.dtype = torch.float64) -> 
 
 
 def _ddp_on_rank(widths, x, y, lr: float) -> torch.Tensor:
-    rank, world = dist.get_rank(), dist.get_world_size()
     model = DistributedDataParallel(mlp(widths).to(device()))
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    per_rank = x.shape[1] // world
-    part = slice(rank * per_rank, (rank + 1) * per_rank)
+    part = rank_share(x.shape[1])
     for s in range(x.shape[0]):
         optimizer.zero_grad()
         F.cross_entropy(model(x[s, part].to(device())), y[s, part].to(device())).backward()

@@ -26,6 +26,7 @@ from .zero import (
     largest_layer,
     mlp,
     parameter_count,
+    rank_share,
     stepped_bytes,
     zero_rank,
 )
@@ -47,12 +48,10 @@ def train_stages(widths, stages, x: torch.Tensor, y: torch.Tensor, lr: float) ->
 
     The stages take turns step by step, so that a busy machine slows all of them alike.
     """
-    rank, world = dist.get_rank(), dist.get_world_size()
-    zeros = {stage: zero_rank(mlp(widths), stage, world, lr) for stage in stages}
+    zeros = {stage: zero_rank(mlp(widths), stage, dist.get_world_size(), lr) for stage in stages}
     times = {stage: [] for stage in stages}
     sent = {stage: [] for stage in stages}
-    per_rank = x.shape[1] // world
-    part = slice(rank * per_rank, (rank + 1) * per_rank)
+    part = rank_share(x.shape[1])
     for step in range(x.shape[0]):
         for stage, zero in zeros.items():
             dist.barrier()

@@ -9,6 +9,7 @@ on the CPU (gloo), where it measures each rank's bytes with the CPU allocator.
 from __future__ import annotations
 
 import torch
+import torch.distributed as dist
 from torch import nn
 
 from ..parallel.zero import DDP, Zero1, Zero2, own_chunk, padded_numel
@@ -16,7 +17,7 @@ from ..parallel.zero3 import Zero3
 
 __all__ = [
     "STAGES", "held_bytes", "largest_layer", "mlp", "own_chunk", "padded_numel",
-    "parameter_count", "stage_name", "stepped_bytes", "storage_bytes", "zero_rank",
+    "parameter_count", "rank_share", "stage_name", "stepped_bytes", "storage_bytes", "zero_rank",
 ]  # fmt: skip
 
 STAGES = (0, 1, 2, 3)
@@ -35,6 +36,12 @@ def mlp(widths: tuple[int, ...], seed: int = 0) -> nn.Sequential:
     for i, (a, b) in enumerate(zip(widths[:-1], widths[1:], strict=True)):
         layers += [nn.Linear(a, b)] + ([nn.ReLU()] if i < len(widths) - 2 else [])
     return nn.Sequential(*layers)
+
+
+def rank_share(global_batch: int) -> slice:
+    """This rank's samples of a global batch: an equal share, in rank order."""
+    per_rank = global_batch // dist.get_world_size()
+    return slice(dist.get_rank() * per_rank, (dist.get_rank() + 1) * per_rank)
 
 
 def zero_rank(model: nn.Module, stage: int, world: int, lr: float) -> DDP:
