@@ -22,13 +22,12 @@ import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch import nn
-from torch.distributed.device_mesh import init_device_mesh
-from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import DTensor
 
 from ..core import models
 from ..core.backends import GLOO
 from ..core.training import Recipe, train
+from ..memory.fsdp import shard_layers
 from ..parallel import checkpoint
 from ..ranks.bootstrap import device
 from ..ranks.launch import launch
@@ -43,13 +42,7 @@ def sharded_model(cfg: RunConfig, inputs: int) -> nn.Module:
     over every rank (one process alone keeps it plain: the serial twin)."""
     model = models.build("mlp", (inputs,), 10, hidden=cfg.hidden, seed=cfg.seed)
     model = model.to(device(), torch.float64)
-    if dist.get_world_size() > 1:
-        mesh = init_device_mesh(device().type, (dist.get_world_size(),))
-        for layer in model.modules():
-            if isinstance(layer, nn.Linear):
-                fully_shard(layer, mesh=mesh)
-        fully_shard(model, mesh=mesh)
-    return model
+    return shard_layers(model) if dist.get_world_size() > 1 else model
 
 
 def sharded_training(cfg: RunConfig, parts: tuple[str, ...] = checkpoint.PARTS) -> dict:

@@ -33,24 +33,22 @@ _KINDS = {
 _EVENT = re.compile(r"FSDP::(\w+?)(?: for)? \(?(\d+)\)?$")
 
 
-def sharded_mlp(widths, **options) -> nn.Sequential:
-    """`mlp(widths)` with every Linear layer and the whole model wrapped by `fully_shard`
-    over all ranks (`options`: its keywords, e.g. `reshard_after_forward`, `mp_policy`)."""
+def shard_layers(model: nn.Module, **options) -> nn.Module:
+    """`model` with every Linear layer and the whole model wrapped by `fully_shard` over all
+    ranks (`options`: its keywords, e.g. `reshard_after_forward`, `mp_policy`)."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
     mesh = init_device_mesh(device().type, (dist.get_world_size(),))
-    model = mlp(widths).to(device())
-    for layer in model:
+    for layer in model.modules():
         if isinstance(layer, nn.Linear):
             fully_shard(layer, mesh=mesh, **options)
-    fully_shard(model, mesh=mesh, **options)
-    return model
+    return fully_shard(model, mesh=mesh, **options)
 
 
 def _train_on_rank(widths, x, y, lr: float) -> dict:
     rank = dist.get_rank()
-    model = sharded_mlp(widths)
+    model = shard_layers(mlp(widths).to(device()))
     x, y = x.to(device()), y.to(device())
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     stored = sum(p.to_local().untyped_storage().nbytes() for p in model.parameters())

@@ -20,9 +20,9 @@ import torch.nn.functional as F
 from ..ranks.bootstrap import device
 from ..ranks.launch import launch
 from ..ranks.rank_output import quiet_stderr
-from .fsdp import sharded_mlp
+from .fsdp import shard_layers
 from .peak import allocated_during
-from .zero import rank_share
+from .zero import mlp, rank_share
 
 SETTINGS = ("default", "reshard_after_forward=False", "bf16 MixedPrecisionPolicy")
 
@@ -40,7 +40,7 @@ def _options(setting: str) -> dict:
 def _measure_on_rank(widths, setting: str, x, y, lr: float) -> dict:
     from torch.profiler import ProfilerActivity, profile
 
-    model = sharded_mlp(widths, **_options(setting))
+    model = shard_layers(mlp(widths).to(device()), **_options(setting))
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     computes_in = set()
     model[0].register_forward_pre_hook(lambda layer, _: computes_in.add(layer.weight.dtype))
