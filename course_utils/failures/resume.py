@@ -113,10 +113,9 @@ def checkpointed_training(cfg: RunConfig) -> dict:
     """One rank: (resume,) train to `cfg.steps` with checkpoints; this rank's view of the run."""
     model, optimizer, batches, loader = build(cfg)
     state = checkpoint.TrainingState(model, optimizer, batches)
-    start, loaded, loaded_digest = 0, None, None
+    start = 0
     if cfg.resume and cfg.checkpoint_dir and checkpoint.latest(cfg.checkpoint_dir) is not None:
         start = checkpoint.load(state, cfg.checkpoint_dir)
-        loaded, loaded_digest = time.time(), params_digest(model)
     ddp = replica(model)
     losses, saves, first_step, update_ends = [], [], [], []
     began = time.perf_counter()
@@ -154,8 +153,6 @@ def checkpointed_training(cfg: RunConfig) -> dict:
         "save_seconds": saves,
         "update_ends": update_ends,  # seconds from the start to the end of each update (and save)
         "seconds": history.seconds if history else 0.0,
-        "loaded_at": loaded,
-        "loaded_digest": loaded_digest,
         "first_step_at": first_step[0] if first_step else None,
         "digest": params_digest(model),
         "params": torch.nn.utils.parameters_to_vector(model.parameters()).detach(),
