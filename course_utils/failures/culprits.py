@@ -24,6 +24,7 @@ import torch.distributed as dist
 from ..core.backends import GLOO
 from ..core.errors import LaunchTimeout
 from ..core.training import Recipe, train
+from ..parallel.data_parallel import average_gradients
 from ..ranks.launch import launch
 from ..ranks.rank_output import quiet_stderr
 from .resume import RunConfig, build, replica
@@ -85,18 +86,13 @@ def find_hung_rank(world_size: int, hang_rank: int, barrier_timeout: float, time
 
 def _straggler_worker(cfg: RunConfig, slow_rank: int, delay: float, steps: int) -> dict:
     model, optimizer, _, loader = build(cfg)
-    rank, world = dist.get_rank(), dist.get_world_size()
     waits = []
 
     def average(net) -> None:
-        if rank == slow_rank:
+        if dist.get_rank() == slow_rank:
             time.sleep(delay)  # this rank's extra work: a slower GPU, a busy host
         started = time.perf_counter()
-        grads = [p.grad for p in net.parameters()]
-        flat = torch.cat([g.flatten() for g in grads])
-        dist.all_reduce(flat)
-        for g, part in zip(grads, flat.split([g.numel() for g in grads]), strict=True):
-            g.copy_(part.view_as(g) / world)
+        average_gradients(net)
         waits.append(time.perf_counter() - started)
 
     history = train(
