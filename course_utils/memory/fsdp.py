@@ -62,16 +62,8 @@ def _train_on_rank(widths, x, y, lr: float) -> dict:
             F.cross_entropy(model(x[step, part]), y[step, part]).backward()
             optimizer.step()
             times.append(time.perf_counter() - start)
-    full = torch.cat([p.full_tensor().detach().reshape(-1) for p in _layer_order(model)]).cpu()
+    full = torch.cat([p.full_tensor().detach().reshape(-1) for p in model.parameters()]).cpu()
     return {"rank": rank, "params": full, "stored": stored, "steps": times, "events": events}
-
-
-def _layer_order(model: nn.Sequential):
-    """Weight then bias of each Linear layer: the order of ZeRO's flat buffers."""
-    for layer in model:
-        if isinstance(layer, nn.Linear):
-            yield layer.weight
-            yield layer.bias
 
 
 @contextlib.contextmanager
