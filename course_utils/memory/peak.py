@@ -16,6 +16,7 @@ import json
 import os
 import tempfile
 from collections.abc import Callable
+from itertools import accumulate
 from typing import TypeVar
 
 import torch
@@ -60,11 +61,7 @@ def allocated_during(
 
 def running_peak(changes) -> int:
     """The largest running sum of allocations (+bytes) and frees (-bytes), from 0."""
-    live = peak = 0
-    for change in changes:
-        live += change
-        peak = max(peak, live)
-    return peak
+    return max(accumulate(changes, initial=0))
 
 
 def _allocations(prof, transient: tuple[str, ...] = ()) -> list[int]:
