@@ -12,13 +12,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from ..parallel.zero import DDP, Zero1, Zero2, own_chunk, padded_numel
+from ..parallel.zero import DDP, Zero1, Zero2
 from ..parallel.zero3 import Zero3
-
-__all__ = [
-    "STAGES", "held_bytes", "largest_layer", "mlp", "own_chunk", "padded_numel",
-    "parameter_count", "rank_share", "stage_name", "stepped_bytes", "storage_bytes", "zero_rank",
-]  # fmt: skip
 
 STAGES = (0, 1, 2, 3)
 _BY_STAGE = dict(zip(STAGES, (DDP, Zero1, Zero2, Zero3), strict=True))

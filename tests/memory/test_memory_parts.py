@@ -22,9 +22,10 @@ from course_utils.memory import (
     runs,
 )
 from course_utils.memory.anatomy import SavedBytes, rank_anatomy
-from course_utils.memory.zero import mlp, own_chunk
+from course_utils.memory.zero import mlp
 from course_utils.network.recorder import recording
 from course_utils.parallel.allreduce import ring_all_gather, ring_reduce_scatter
+from course_utils.parallel.zero import own_chunk
 from course_utils.ranks.launch import launch
 
 ODD = (40, 7, 10)

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from course_utils.memory import bench, formulas, runs
-from course_utils.memory.zero import mlp, padded_numel
+from course_utils.memory.zero import mlp
+from course_utils.parallel.zero import padded_numel
 
 ODD = (40, 7, 10)  # 287 + 80 = 367 parameters: 287 and 367 are no multiple of 2, 3 or 4
 WIDE = (40, 12, 10)  # both layers divide by 2: shards without padding
