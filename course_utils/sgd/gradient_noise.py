@@ -81,18 +81,7 @@ def noise_scale(model: nn.Module, dataset, loss_fn=None, threads: int | None = N
     length of the true gradient: well below it, doubling the batch nearly halves the
     updates needed; well above it, a larger batch barely saves any.
     """
-    loss_fn = loss_fn or nn.CrossEntropyLoss()
-    with torch_threads(threads):
-        x, y = as_tensors(dataset).tensors
-        device = next(model.parameters()).device
-        x, y = x.to(device), y.to(device)
-        was_training = model.training
-        model.eval()
-        full = _flat_grad(model, loss_fn, x, y)
-        sigma2 = per_sample_variance(model, x, y, loss_fn, full)
-        model.zero_grad(set_to_none=True)
-        model.train(was_training)
-    return sigma2 / float(full.pow(2).sum())
+    return measure(model, dataset, (), loss_fn=loss_fn, threads=threads).noise_scale
 
 
 def measure(
