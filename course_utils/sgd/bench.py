@@ -22,6 +22,7 @@ def add_arguments(parser) -> None:
 def run(args) -> dict:
     from ..core import profiles
     from . import sweep
+    from .search_speed import ideal_speedup
 
     sizes = profiles.current().sgd
     config = {
@@ -52,13 +53,10 @@ def run(args) -> dict:
         **{f"trial_seconds_j{j}": t for j, t in trial_seconds.items()},
         f"ratio_j{first}_over_j{last}": round(ratio, 3),
         "ideal_ratio": round(
-            _ideal(trial_seconds[first], first) / _ideal(trial_seconds[first], last), 3
+            ideal_speedup(trial_seconds[first], last, cores=last)
+            / ideal_speedup(trial_seconds[first], first, cores=first),
+            3,
         ),
         "target_ratio": TARGET_RATIO,
         "meets_target": ratio >= TARGET_RATIO,
     }
-
-
-def _ideal(trial_seconds: list[float], jobs: int) -> float:
-    """The shortest a search could take on `jobs` lanes: its longest trial, or its share."""
-    return max(max(trial_seconds), sum(trial_seconds) / jobs)
