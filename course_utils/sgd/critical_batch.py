@@ -96,20 +96,27 @@ def steps_trial(batch_and_lr, seed: int = 0, sizes=None) -> dict:
 steps_trial.metrics = ["steps", "lr", "loss"]
 
 
-@torch.no_grad()
 def full_loss(net, dataset, chunk: int = 8192) -> float:
     """The mean cross-entropy over every sample of a TensorDataset, in eval mode: the training
     loss of the weights as they are, not a mean of mini-batch losses taken while they moved."""
-    was_training = net.training
-    net.eval()
-    x, y = dataset.tensors
-    device = next(net.parameters()).device
-    total = 0.0
+    return evaluate(net, *dataset.tensors, chunk=chunk)[0]
+
+
+@torch.no_grad()
+def evaluate(model, x: torch.Tensor, y: torch.Tensor, chunk: int = 4096) -> tuple[float, float]:
+    """(mean cross-entropy, accuracy) of `model` on all of x, y, in eval mode, `chunk` samples
+    at a time on the model's device."""
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    loss, correct = 0.0, 0
     for i in range(0, len(y), chunk):
-        logits = net(x[i : i + chunk].to(device))
-        total += float(F.cross_entropy(logits, y[i : i + chunk].to(device), reduction="sum"))
-    net.train(was_training)
-    return total / len(y)
+        xs, ys = x[i : i + chunk].to(device), y[i : i + chunk].to(device)
+        out = model(xs)
+        loss += float(F.cross_entropy(out, ys, reduction="sum"))
+        correct += int((out.argmax(1) == ys).sum())
+    model.train(was_training)
+    return loss / len(y), correct / len(y)
 
 
 @dataclass

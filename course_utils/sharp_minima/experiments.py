@@ -20,6 +20,7 @@ import torch
 from torch import nn
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
+from ..sgd.critical_batch import evaluate
 from . import arms, landscape
 
 
@@ -75,20 +76,6 @@ def build_model(sizes, prob: Problem, seed: int = 0) -> nn.Module:
 
     name = sizes.model or profiles.current().model
     return models.build(name, prob.input_shape, prob.num_classes, sizes.hidden, seed=seed)
-
-
-def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, chunk: int = 4096):
-    """(mean cross-entropy, accuracy) of `model` on all of x, y."""
-    loss, correct = 0.0, 0
-    was_training = model.training
-    model.eval()
-    with torch.no_grad():
-        for i in range(0, len(x), chunk):
-            out = model(x[i : i + chunk])
-            loss += float(nn.functional.cross_entropy(out, y[i : i + chunk], reduction="sum"))
-            correct += int((out.argmax(1) == y[i : i + chunk]).sum())
-    model.train(was_training)
-    return loss / len(x), correct / len(x)
 
 
 def fit(
