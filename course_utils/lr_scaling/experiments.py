@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import torch
 
 from ..core.own_answers import own_answer
+from ..sgd.sweep_config import grid_config
 
 RULES = ("unscaled", "scaled", "warmup", "sqrt")  # the rules every batch size runs under
 CONTROLS = ("capped",)  # beyond the limit: the lr capped, for the epoch budget or more updates
@@ -85,29 +86,25 @@ def warmup_for(lr: float, base_lr: float, updates: int) -> LinearWarmup:
     return LinearWarmup(updates, start=min(1.0, base_lr / lr))
 
 
-def _grid(parameters: dict) -> dict:
-    return {
-        "algorithm": "grid",
-        "parameters": {name: {"values": list(values)} for name, values in parameters.items()},
-        "spec": {"metric": "test_acc", "objective": "maximize"},
-    }
-
-
 def base_config(sizes) -> dict:
     """The base batch, once per seed: every rule gives it the base lr, so one run stands for all."""
-    return _grid({"batch_size": [sizes.base_batch], "rule": ["unscaled"], "seed": sizes.seeds})
+    return grid_config(
+        {"batch_size": [sizes.base_batch], "rule": ["unscaled"], "seed": sizes.seeds}
+    )
 
 
 def sweep_config(sizes) -> dict:
     """The search the notebook runs: every larger batch under every rule, once per seed."""
     larger = [b for b in sizes.batch_sizes if b > sizes.base_batch]
-    return _grid({"batch_size": larger, "rule": RULES, "seed": sizes.seeds})
+    return grid_config({"batch_size": larger, "rule": RULES, "seed": sizes.seeds})
 
 
 def controls_config(sizes, batches, lr_cap: float, updates: int) -> dict:
     """Beyond the limit: the lr capped at `lr_cap`, for the epoch budget and for `updates`."""
     rules = {"rule": ["capped"], "lr_cap": [lr_cap]}
-    return _grid({"batch_size": batches, **rules, "seed": sizes.seeds, "updates": [0, updates]})
+    return grid_config(
+        {"batch_size": batches, **rules, "seed": sizes.seeds, "updates": [0, updates]}
+    )
 
 
 def trial_for(sizes):

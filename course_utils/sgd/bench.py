@@ -23,18 +23,13 @@ def run(args) -> dict:
     from ..core import profiles
     from . import sweep
     from .search_speed import ideal_speedup
+    from .sweep_config import grid_config
 
     sizes = profiles.current().sgd
-    config = {
-        "algorithm": "grid",
-        "parameters": {
-            "batch_size": {"values": list(sizes.batch_sizes)},
-            "seed": {"values": list(range(args.seeds))},
-        },
-        "spec": {"metric": "val_loss", "objective": "minimize"},
-    }
+    parameters = {"batch_size": sizes.batch_sizes, "seed": range(args.seeds)}
     if args.epochs:
-        config["parameters"]["epochs"] = {"values": [args.epochs]}
+        parameters["epochs"] = [args.epochs]
+    config = grid_config(parameters, "val_loss", "minimize")
     seconds, trial_seconds = {}, {}
     for jobs in args.jobs:
         result = sweep.run(config, jobs=jobs)

@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from ..core.checks import verdict
+from .sweep_config import grid_config
 
 
 def asked_lrs(sizes, batch_size: int) -> list[float]:
@@ -50,14 +51,7 @@ def config(sizes) -> dict:
     """Every batch size at each of its lrs, once per seed: (batch, lr) pairs, since the lrs
     differ from batch to batch."""
     pairs = [[b, lr] for b in sizes.critical_batch_sizes for lr in trial_lrs(sizes, b)]
-    return {
-        "algorithm": "grid",
-        "parameters": {
-            "batch_and_lr": {"values": pairs},
-            "seed": {"values": list(sizes.critical_seeds)},
-        },
-        "spec": {"metric": "steps", "objective": "minimize"},
-    }
+    return grid_config({"batch_and_lr": pairs, "seed": sizes.critical_seeds}, "steps", "minimize")
 
 
 def trial_for(sizes):

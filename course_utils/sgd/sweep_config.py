@@ -209,6 +209,15 @@ def _parameter(name: str, p, algorithm: str) -> dict:
     return {"distribution": distribution, "min": low, "max": high}
 
 
+def grid_config(parameters: dict, metric: str = "test_acc", objective: str = "maximize") -> dict:
+    """A grid search over `parameters` (name -> the values to try), optimising `metric`."""
+    return {
+        "algorithm": "grid",
+        "parameters": {name: {"values": list(values)} for name, values in parameters.items()},
+        "spec": {"metric": metric, "objective": objective},
+    }
+
+
 def trials_from(config: dict) -> list[dict]:
     """The parameter sets to run, each `repeats` times.
 

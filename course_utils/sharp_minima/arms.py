@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..sgd.sweep_config import grid_config
+
 
 @dataclass(frozen=True)
 class Arm:
@@ -90,14 +92,7 @@ def sweep_config(sizes, names=tuple(ARMS), seeds=None) -> dict:
     """These arms once per seed (default: every arm, `sizes.seeds`), side by side."""
     for name in names:
         arm(name)
-    return {
-        "algorithm": "grid",
-        "parameters": {
-            "arm": {"values": list(names)},
-            "seed": {"values": list(sizes.seeds if seeds is None else seeds)},
-        },
-        "spec": {"metric": "test_acc", "objective": "maximize"},
-    }
+    return grid_config({"arm": names, "seed": sizes.seeds if seeds is None else seeds})
 
 
 def sweep_configs(sizes) -> list[dict]:
@@ -108,13 +103,7 @@ def sweep_configs(sizes) -> list[dict]:
     rest = [name for name in ARMS if name != SLOW]
     runs = [run_name(SLOW, seed) for seed in sizes.slow_arm_seeds]
     runs += [run_name(name, seed) for name in rest for seed in sizes.seeds]
-    return [
-        {
-            "algorithm": "grid",
-            "parameters": {"run": {"values": runs}},
-            "spec": {"metric": "test_acc", "objective": "maximize"},
-        }
-    ]
+    return [grid_config({"run": runs})]
 
 
 def run_name(name: str, seed: int) -> str:
