@@ -16,7 +16,6 @@ from .experiments import (
     rule_lr,
     scaled_lr,
     sweep_config,
-    train_split,
     trial_for,
     warmup_for,
 )

@@ -112,14 +112,6 @@ def trial_for(sizes):
     return functools.partial(scaling_trial, sizes=sizes)
 
 
-def train_split(sizes, dataset: str):
-    """The samples every run trains on: the training split, without the validation part."""
-    from ..core import data, training
-
-    train_set, _ = data.train_val_split(data.load(dataset).train, sizes.val_fraction, seed=0)
-    return training.as_tensors(train_set)
-
-
 def scaling_trial(
     batch_size: int,
     rule: str,
@@ -146,7 +138,8 @@ def scaling_trial(
     if batch_size < S.base_batch:
         raise ValueError(f"batch {batch_size} is below the base batch {S.base_batch}.")
     ds = data.load(P.dataset)
-    train_set = train_split(S, P.dataset)
+    train_set, _ = data.train_val_split(ds.train, S.val_fraction, seed=0)
+    train_set = training.as_tensors(train_set)
     schedule = None
     if rule in WARMED and lr > S.base_lr:
         schedule = warmup_for(lr, S.base_lr, S.warmup_updates)
