@@ -54,22 +54,10 @@ def warmup_rescue(scaled: dict, warmup: dict, base_curve, title: str = ""):
     ax.plot(_epochs(base_curve), _capped(base_curve), color=PALETTE[7], lw=2.2, label="base batch")
     for k, batch in enumerate(sorted(scaled)):
         color = PALETTE[(k + 1) % len(PALETTE)]
-        ax.plot(
-            _epochs(scaled[batch]),
-            _capped(scaled[batch]),
-            "--",
-            color=color,
-            lw=1.5,
-            label=f"batch {batch}, no warmup",
-        )
-        ax.plot(
-            _epochs(warmup[batch]),
-            _capped(warmup[batch]),
-            "-",
-            color=color,
-            lw=1.8,
-            label=f"batch {batch}, warmup",
-        )
+        for runs, ls, lw, what in ((scaled, "--", 1.5, "no warmup"), (warmup, "-", 1.8, "warmup")):
+            curve = runs[batch]
+            label = f"batch {batch}, {what}"
+            ax.plot(_epochs(curve), _capped(curve), ls, color=color, lw=lw, label=label)
     ax.set_yscale("log")
     ax.set_xlabel("epoch")
     ax.set_ylabel("mean mini-batch loss of the epoch (log)")
