@@ -11,6 +11,8 @@ own training time, per epoch) and both are printed; each verdict names its thres
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..core.checks import verdict
 from ..core.timing_claims import timing_claim
 
@@ -33,13 +35,8 @@ def per_update_and_per_sample(updates: list[float], batch_sizes, seconds: list[f
     sample, over every batch size. The smallest batch makes many times the updates of the
     largest, and its epoch takes only as much longer as the per-update part is of it."""
     rows = [(u, u * b) for u, b in zip(updates, batch_sizes, strict=True)]
-    uu = sum(u * u for u, _ in rows)
-    un = sum(u * n for u, n in rows)
-    nn = sum(n * n for _, n in rows)
-    ut = sum(u * t for (u, _), t in zip(rows, seconds, strict=True))
-    nt = sum(n * t for (_, n), t in zip(rows, seconds, strict=True))
-    det = uu * nn - un * un
-    return (ut * nn - nt * un) / det, (nt * uu - ut * un) / det
+    (per_update, per_sample), *_ = np.linalg.lstsq(np.array(rows), np.array(seconds), rcond=None)
+    return float(per_update), float(per_sample)
 
 
 @timing_claim("real", "threshold", FAILS_IN)
