@@ -17,6 +17,7 @@ import functools
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -159,13 +160,8 @@ def fit_steps(batches, steps) -> tuple[float, float]:
     pts = [(1 / b, s) for b, s in zip(batches, steps, strict=True) if math.isfinite(s)]
     if len(pts) < 2:
         return math.nan, math.nan
-    w = [1 / s**2 for _, s in pts]
-    total = sum(w)
-    mx = sum(wi * x for wi, (x, _) in zip(w, pts, strict=True)) / total
-    my = sum(wi * y for wi, (_, y) in zip(w, pts, strict=True)) / total
-    sxx = sum(wi * (x - mx) ** 2 for wi, (x, _) in zip(w, pts, strict=True))
-    slope = sum(wi * (x - mx) * (y - my) for wi, (x, y) in zip(w, pts, strict=True)) / sxx
-    s_min = my - slope * mx
+    x, s = np.array(pts).T
+    slope, s_min = (float(v) for v in np.polyfit(x, s, 1, w=1 / s))  # weighs (s - fit) / s
     return s_min, (slope / s_min if s_min > 0 else math.inf)
 
 
