@@ -25,7 +25,6 @@ class GradientNoise:
     batch_sizes: list[int]
     variance: list[float]  # measured E||g_B - g||^2 for each batch size
     per_sample_variance: float  # sigma^2, so the law predicts sigma^2 / B
-    draws: int
     full_gradient_norm_sq: float
 
     @property
@@ -125,7 +124,6 @@ def _measure(model, dataset, batch_sizes, draws, seed, loss_fn) -> GradientNoise
         batch_sizes=list(batch_sizes),
         variance=variances,
         per_sample_variance=sigma2,
-        draws=draws,
         full_gradient_norm_sq=float(full.pow(2).sum()),
     )
 
