@@ -56,13 +56,8 @@ def epsilon_sharpness(
                 vector_to_parameters(x + y, params)
             loss = closure(model)
             best = max(best, loss.item())
-            grads = torch.autograd.grad(loss, params, allow_unused=True)
-            g = torch.cat(
-                [
-                    (gi if gi is not None else torch.zeros_like(p)).reshape(-1)
-                    for gi, p in zip(grads, params, strict=True)
-                ]
-            )
+            grads = torch.autograd.grad(loss, params, allow_unused=True, materialize_grads=True)
+            g = torch.cat([gi.reshape(-1) for gi in grads])  # an unused weight's gradient is 0
             y = torch.clamp(y + step * g.sign(), -radius, radius)
         with torch.no_grad():
             vector_to_parameters(x + y, params)
