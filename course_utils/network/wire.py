@@ -31,6 +31,7 @@ from ..ranks.launch import carry
 from . import recorder
 from .clock import LAG, Clock, latest_moment
 from .fabric import AUTO, PRESETS, REAL, Link, add_argument, parse, resolve, ring_allreduce_seconds
+from .messages import nbytes
 
 __all__ = ["PRESETS", "REAL", "Link", "active", "carried", "add_argument", "all_reduce"]
 __all__ += ["current", "now", "parse", "resolve", "restart", "ring_allreduce_seconds"]
@@ -113,7 +114,7 @@ def charged(op: str, t: torch.Tensor, peer: int | None, group, tag: int):
     moment its last byte arrives; a receive returns (or its `wait()` does) when the last
     byte is in, after every message before it on this rank's incoming wire."""
     own, clock = recorder.torch_own(op), _state["clock"]
-    seconds = current().wire_seconds(_nbytes(t))
+    seconds = current().wire_seconds(nbytes(t))
     if op in ("send", "isend"):
         arrives = clock.send(seconds)
         with clock.not_counted():
@@ -123,7 +124,7 @@ def charged(op: str, t: torch.Tensor, peer: int | None, group, tag: int):
             return handle
         return _Sent(handle, arrives)
     with clock.not_counted():
-        buffer = torch.empty(8 + _nbytes(t), dtype=torch.uint8, device=t.device)  # stamp, bytes
+        buffer = torch.empty(8 + nbytes(t), dtype=torch.uint8, device=t.device)  # stamp, bytes
         handle = own(buffer, peer, group, tag)
     if op == "irecv":
         return _Received(buffer, t, handle, seconds)
@@ -184,10 +185,6 @@ def restart() -> float:
     return _state["clock"].now
 
 
-def _nbytes(t: torch.Tensor) -> int:
-    return t.numel() * t.element_size()
-
-
 def _packed(t: torch.Tensor, stamp: float = 0.0) -> torch.Tensor:
     """The message's bytes with its stamp (when its last byte arrives) appended: one
     message, not two, so that a step costs the ranks' shared cores as little as it can."""
@@ -219,7 +216,7 @@ def _charged_all_reduce(t: torch.Tensor, group) -> torch.Tensor:
     link, clock = current(), _state["clock"]
     if math.isinf(clock.lag):
         clock.wait_until(_latest_entry(clock, group, t.device))
-    seconds = ring_allreduce_seconds(link, _nbytes(t), dist.get_world_size(group))
+    seconds = ring_allreduce_seconds(link, nbytes(t), dist.get_world_size(group))
     done = clock.send(seconds)
     with clock.not_counted():
         recorder.torch_own("all_reduce")(t, group=group)
