@@ -111,8 +111,17 @@ def measure_link_terms(nbytes: tuple = FIT_BYTES, repeats: int = 5, timeout: flo
 
 def measure_on_ranks(nbytes: tuple = FIT_BYTES, repeats: int = 5) -> dict:
     """`measure_link_terms` inside a launched group (ranks 0 and 1 measure, any others
-    wait), so that a check can fit and then time in one launch, on the same processes."""
-    return _terms_on_rank(tuple(nbytes), repeats)
+    wait), so that a check can fit and then time in one launch, on the same processes.
+    Every rank gets rank 0's times."""
+    pair = dist.new_group([0, 1]) if dist.get_world_size() > 2 else None
+    times = torch.zeros(3, len(nbytes), dtype=torch.float64, device=device())
+    if dist.get_rank() < 2:
+        for row, both_ways in enumerate((False, True)):
+            fastest = [_fastest(n, repeats, both_ways, pair) for n in nbytes]
+            times[row] = torch.tensor(fastest, device=times.device)
+        times[2] = torch.tensor([_fastest_add(n, repeats) for n in nbytes], device=times.device)
+    dist.broadcast(times, 0)
+    return dict(zip(("one_way", "both_ways", "add"), times.tolist(), strict=True))
 
 
 _FITTED: list[LinkTerms] = []
@@ -126,19 +135,6 @@ def this_machine(refit: bool = False) -> Link:
 
 
 fabric.FITTED[fabric.THIS_MACHINE] = this_machine
-
-
-def _terms_on_rank(nbytes: tuple, repeats: int) -> dict:
-    """Ranks 0 and 1 measure (any others wait); every rank gets rank 0's times."""
-    pair = dist.new_group([0, 1]) if dist.get_world_size() > 2 else None
-    times = torch.zeros(3, len(nbytes), dtype=torch.float64, device=device())
-    if dist.get_rank() < 2:
-        for row, both_ways in enumerate((False, True)):
-            fastest = [_fastest(n, repeats, both_ways, pair) for n in nbytes]
-            times[row] = torch.tensor(fastest, device=times.device)
-        times[2] = torch.tensor([_fastest_add(n, repeats) for n in nbytes], device=times.device)
-    dist.broadcast(times, 0)
-    return dict(zip(("one_way", "both_ways", "add"), times.tolist(), strict=True))
 
 
 def _fastest(nbytes: int, repeats: int, both_ways: bool, pair=None) -> float:
