@@ -61,21 +61,14 @@ def bytes_per_rank(algorithm: str, world: int, numel: int, itemsize: int) -> lis
         return [(b, b) for b in _halving_doubling_bytes(world, numel, itemsize)]
     if algorithm == "parameter_server":
         return [((world - 1) * whole,) * 2] + [(whole, whole)] * (world - 1)
-    if algorithm == "tree":
-        out = []
-        for rank in range(world):
-            node = world - 1 - rank
-            links = sum(c < world for c in (2 * node + 1, 2 * node + 2)) + (node > 0)
-            out.append((links * whole, links * whole))
-        return out
-    if algorithm == "butterfly":
-        p = 1 << _levels(world)
-        extra = world - p
-        out = []
-        for rank in range(world):
-            links = 1 if rank >= p else _levels(world) + (rank < extra)
-            out.append((links * whole, links * whole))
-        return out
+    if algorithm in ("tree", "butterfly"):  # each link a whole message in and one out
+        if algorithm == "tree":  # rank r is node N-1-r: its children, and a parent unless root
+            nodes = [world - 1 - rank for rank in range(world)]
+            links = [sum(c < world for c in (2 * i + 1, 2 * i + 2)) + (i > 0) for i in nodes]
+        else:  # a rank beyond the largest power of two p pairs with one below it
+            p = 1 << _levels(world)
+            links = [1 if r >= p else _levels(world) + (r < world - p) for r in range(world)]
+        return [(k * whole, k * whole) for k in links]
     sizes = [(b - a) * itemsize for a, b in chunk_bounds(numel, world)]
     return [
         (
