@@ -26,11 +26,10 @@ SENDS, RECEIVES = ("send", "isend"), ("recv", "irecv")
 
 @dataclass
 class RoundLog:
-    """One round on one rank: (peer, first, last element) sent, (peer, bytes) received."""
+    """One round on one rank: (peer, first, last element) of each message sent."""
 
     label: str
     sends: list = field(default_factory=list)
-    recvs: list = field(default_factory=list)
     value: torch.Tensor | None = None  # the rank's tensor after the round
 
 
@@ -109,7 +108,6 @@ def traces(logs: list[list[Message]], finals: list[torch.Tensor], label) -> list
                 trace.bytes_sent += m.nbytes
                 trace.messages_sent += 1
             elif m.op in RECEIVES:
-                trace.rounds[k].recvs.append((m.peer, m.nbytes))
                 trace.bytes_received += m.nbytes
         for k, round_log in enumerate(trace.rounds):  # as the rank's first later call saw it
             later = next((m for m, j in zip(log, numbers, strict=True) if j > k), None)
