@@ -45,7 +45,7 @@ def allreduce_round(traces: list, index: int, ax=None, title: str | None = None)
         fig, (ax,) = new_figure(width=6.0, height=0.5 * len(traces) + 1.6)
     fig = ax.figure
     world = len(traces)
-    values = [tr.rounds[index].value.tolist() for tr in traces]
+    values = _values_at(traces, index)
     width = len(values[0])
     total = sum(v[0] for v in _values_at(traces, 0)) or 1
     cmap = plt.get_cmap("cividis")

@@ -6,6 +6,8 @@ chart was measured on goes in its subtitle.
 
 from __future__ import annotations
 
+import statistics
+
 from ..core.style import PALETTE, finished, new_figure
 from .charts import _label, _style, legend_outside
 from .simulator_check import medians, ratios
@@ -56,7 +58,7 @@ def simulator_against_real(checks: list[dict], nbytes: list, world: int):
     ax.set_ylabel("time per allreduce (s)")
     legend_outside(ax, fontsize=7)
     ordered = sorted(r for row in ratios(checks).values() for r in row)
-    median = (ordered[len(ordered) // 2] + ordered[~(len(ordered) // 2)]) / 2
+    median = statistics.median(ordered)
     ax.set_title(
         f"N = {world}: simulated / real from {ordered[0]:.2f} to {ordered[-1]:.2f} "
         f"(median {median:.2f}; each the median of {len(checks)} fit(s))\n"

@@ -13,6 +13,7 @@ it as a table, and a unit test holds it. On the *real* clock the ranks each have
 from __future__ import annotations
 
 import math
+import statistics
 
 from ..core.checks import Verdict, verdict
 from ..core.machine import MachineShare
@@ -41,9 +42,8 @@ def simulator_matches_real(
     be off by the noise of a single fastest run; `bench simulator` holds every row to 30%).
     `ratios`: each row already the median over several fits (`simulator_check.ratios`).
     Real clock: not judged when other programs took the ranks' cores."""
-    values = sorted(r for row in ratios.values() for r in row)
-    middle = len(values) // 2
-    median = (values[middle] + values[~middle]) / 2 if values else math.nan
+    values = [r for row in ratios.values() for r in row]
+    median = statistics.median(values) if values else math.nan
     return verdict(
         abs(median - 1) <= tolerance,
         f"real clock: the simulator set to this machine's fitted link gives the real link's "
