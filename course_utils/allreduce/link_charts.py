@@ -14,8 +14,12 @@ from .simulator_check import medians, ratios
 from .verdicts import bus_bandwidth, growth
 
 
-def _growth_axes(ax, by_n: dict, index: int) -> dict:
-    """Plot each algorithm's time at message `index` against N; return its growth."""
+def time_against_ranks(by_n: dict, nbytes: int, index: int = -1, subtitle: str = ""):
+    """Each algorithm's time for one message size against N, titled with how much each grew.
+
+    `by_n`: {world_size: {algorithm: [seconds per size]}}; `index` picks the size.
+    """
+    fig, (ax,) = new_figure(width=6.5, height=4.0)
     worlds = sorted(by_n)
     grown = {}
     for i, name in enumerate(by_n[worlds[0]]):
@@ -25,19 +29,8 @@ def _growth_axes(ax, by_n: dict, index: int) -> dict:
         grown[name] = growth(times)
     ax.set_xlabel("ranks N")
     ax.set_xticks(worlds)
-    return grown
-
-
-def time_against_ranks(by_n: dict, nbytes: int, index: int = -1, subtitle: str = ""):
-    """Each algorithm's time for one message size against N, titled with how much each grew.
-
-    `by_n`: {world_size: {algorithm: [seconds per size]}}; `index` picks the size.
-    """
-    fig, (ax,) = new_figure(width=6.5, height=4.0)
-    grown = _growth_axes(ax, by_n, index)
     ax.set_ylabel(f"time per allreduce of {nbytes:,} bytes (s)")
     legend_outside(ax, fontsize=8)
-    worlds = sorted(by_n)
     parts = ", ".join(f"{_label(k)} x{v:.1f}" for k, v in grown.items() if k != "builtin")
     ax.set_title(f"From N = {worlds[0]} to {worlds[-1]}: {parts}\n{subtitle}", fontsize=9)
     return finished(fig)
