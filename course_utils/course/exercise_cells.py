@@ -54,13 +54,16 @@ def defined_names(source: str) -> tuple[str, ...]:
         tree = ast.parse(source)
     except SyntaxError:
         return ()
-    names = []
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.append(node.name)
-        elif isinstance(node, ast.Assign):
-            names += [t.id for t in node.targets if isinstance(t, ast.Name)]
-    return tuple(names)
+    return tuple(name for node in tree.body for name in names_of(node))
+
+
+def names_of(node: ast.stmt) -> list[str]:
+    """The names a top-level statement defines: a function's or class's, or assigned ones."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [node.name]
+    if isinstance(node, ast.Assign):
+        return [t.id for t in node.targets if isinstance(t, ast.Name)]
+    return []
 
 
 def clear_outputs(nb) -> int:

@@ -23,7 +23,7 @@ import nbformat
 
 from ..core.checks import FAIL, PASS
 from . import notebook_files
-from .exercise_cells import Exercise, exercises
+from .exercise_cells import Exercise, exercises, names_of
 from .lab_length import stdout_lines
 from .runner import columns, notebook_client, profile_env
 
@@ -100,13 +100,7 @@ def solution_notebook(nb, found: list[Exercise], solution: Path):
 
 def _public_names(solution: Path) -> list[str]:
     tree = ast.parse(solution.read_text(encoding="utf-8"))
-    names = []
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-            names.append(node.name)
-        elif isinstance(node, ast.Assign):
-            names += [t.id for t in node.targets if isinstance(t, ast.Name)]
-    return [n for n in names if not n.startswith("_")]
+    return [n for node in tree.body for n in names_of(node) if not n.startswith("_")]
 
 
 def with_solution(source: str, names: set[str]) -> str:
@@ -115,13 +109,7 @@ def with_solution(source: str, names: set[str]) -> str:
     tree = ast.parse(source)
     after: dict[int, list[str]] = {}
     for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            defined = [node.name]
-        elif isinstance(node, ast.Assign):
-            defined = [t.id for t in node.targets if isinstance(t, ast.Name)]
-        else:
-            continue
-        for name in defined:
+        for name in names_of(node):
             if name in names:
                 after.setdefault(node.end_lineno, []).append(f"{name} = {SOLUTION}.{name}")
     lines = []
