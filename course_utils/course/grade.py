@@ -25,7 +25,7 @@ from ..core.checks import FAIL, PASS
 from . import notebook_files
 from .exercise_cells import Exercise, exercises, names_of
 from .lab_length import stdout_lines
-from .runner import columns, notebook_client, profile_env
+from .runner import columns, first_line_of_error, notebook_client, profile_env
 
 SOLUTIONS_DIR = notebook_files.NOTEBOOK_DIR / "solutions"
 SOLUTION = "__solution__"  # the solution module's name in the kernel
@@ -58,7 +58,9 @@ def grade(
             run, cells = solution_notebook(nb, found, solution_file(path, solutions))
         else:
             run, cells = nb, [e.index for e in found]
-        execute(run, path.parent)
+        # a fresh kernel that goes on past a failing cell (one broken exercise must not
+        # cost the others their points); outputs land in `run`
+        notebook_client(run, path.parent, allow_errors=True, record_timing=False).execute()
         points = nb.metadata.get("course", {}).get("points", {})
         for exercise, index in zip(found, cells, strict=True):
             passed, mistake = outcome(run.cells[index])
@@ -118,18 +120,12 @@ def with_solution(source: str, names: set[str]) -> str:
     return "\n".join(lines)
 
 
-def execute(nb, directory: Path) -> None:
-    """Run `nb` in a fresh kernel, going on past a failing cell (one broken exercise must
-    not cost the others their points); outputs land in `nb`."""
-    notebook_client(nb, directory, allow_errors=True, record_timing=False).execute()
-
-
 def outcome(cell) -> tuple[bool, str | None]:
     """(passed, the mistake) from an executed exercise cell: its last ✓/✗ line, else its error."""
     error = None
     for output in cell.get("outputs", []):
         if output.get("output_type") == "error":
-            error = f"{output.get('ename')}: {output.get('evalue')}".splitlines()[0][:300]
+            error = first_line_of_error(output)
     verdicts = [line for line in stdout_lines(cell) if line.startswith((PASS, FAIL))]
     if error is not None:
         return False, f"the cell raised {error}"

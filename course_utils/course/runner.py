@@ -100,7 +100,7 @@ def execute(
         try:
             client.execute()
         except CellExecutionError as exc:
-            error = _first_line_of_error(exc)
+            error = first_line_of_error(exc)
         except Exception as exc:  # a dead kernel, a timeout
             error = f"{type(exc).__name__}: {exc}"
     seconds = round(time.perf_counter() - start, 1)
@@ -198,7 +198,8 @@ def _output_signature(cell) -> list:
     return signature
 
 
-def _first_line_of_error(exc) -> str:
+def first_line_of_error(exc) -> str:
+    """'ename: evalue', its first line: of a CellExecutionError or an error output alike."""
     ename = getattr(exc, "ename", type(exc).__name__)
     evalue = getattr(exc, "evalue", str(exc))
     return f"{ename}: {evalue}".splitlines()[0][:300]
