@@ -19,10 +19,6 @@ def doctor(args) -> int:
         print(json.dumps({**facts, "problems": problems}, indent=1, default=str))
         return 1 if problems else 0
     print_report(facts)
-    return _report(problems)
-
-
-def _report(problems: list[str]) -> int:
     if problems:
         print("\nThe course cannot run as it is:", file=sys.stderr)
         for p in problems:
