@@ -104,8 +104,9 @@ def _row(zero, times: list, sent: list) -> dict:
 
 
 def stage_row(rows: list[dict], world: int, stage: int) -> dict:
-    """Rank 0's row of `stage` on `world` ranks (`compare_stages` hands rank 0's rows first)."""
-    return next(r for r in rows if r["world_size"] == world and r["stage"] == stage)
+    """Rank 0's row of `stage` on `world` ranks (a row without a rank speaks for rank 0)."""
+    rank_0 = (r for r in rows if r.get("rank", 0) == 0)
+    return next(r for r in rank_0 if r["world_size"] == world and r["stage"] == stage)
 
 
 def compare_stages(
