@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 
@@ -106,3 +107,20 @@ def build(
         if seed is not None:
             torch.manual_seed(seed)
         return MODELS[name](tuple(input_shape), num_classes, **kwargs)
+
+
+@torch.no_grad()
+def evaluate(model, x: torch.Tensor, y: torch.Tensor, chunk: int = 4096) -> tuple[float, float]:
+    """(mean cross-entropy, accuracy) of `model` on all of x, y, in eval mode, `chunk` samples
+    at a time on the model's device."""
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    loss, correct = 0.0, 0
+    for i in range(0, len(y), chunk):
+        xs, ys = x[i : i + chunk].to(device), y[i : i + chunk].to(device)
+        out = model(xs)
+        loss += float(F.cross_entropy(out, ys, reduction="sum"))
+        correct += int((out.argmax(1) == ys).sum())
+    model.train(was_training)
+    return loss / len(y), correct / len(y)

@@ -18,10 +18,9 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-import torch
-import torch.nn.functional as F
 
 from ..core.checks import verdict
+from ..core.models import evaluate
 from .sweep_config import grid_config
 
 
@@ -95,23 +94,6 @@ def full_loss(net, dataset, chunk: int = 8192) -> float:
     """The mean cross-entropy over every sample of a TensorDataset, in eval mode: the training
     loss of the weights as they are, not a mean of mini-batch losses taken while they moved."""
     return evaluate(net, *dataset.tensors, chunk=chunk)[0]
-
-
-@torch.no_grad()
-def evaluate(model, x: torch.Tensor, y: torch.Tensor, chunk: int = 4096) -> tuple[float, float]:
-    """(mean cross-entropy, accuracy) of `model` on all of x, y, in eval mode, `chunk` samples
-    at a time on the model's device."""
-    was_training = model.training
-    model.eval()
-    device = next(model.parameters()).device
-    loss, correct = 0.0, 0
-    for i in range(0, len(y), chunk):
-        xs, ys = x[i : i + chunk].to(device), y[i : i + chunk].to(device)
-        out = model(xs)
-        loss += float(F.cross_entropy(out, ys, reduction="sum"))
-        correct += int((out.argmax(1) == ys).sum())
-    model.train(was_training)
-    return loss / len(y), correct / len(y)
 
 
 @dataclass

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
-from ..sgd.critical_batch import evaluate
+from ..core.models import evaluate
 from . import arms, landscape
 
 
