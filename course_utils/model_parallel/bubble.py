@@ -250,8 +250,9 @@ def measure_schedules(
     blocks = every_schedule_blocks(stages, chunks)
     work = Work(mlp([width] * (blocks + 1)), micro_batch_size=micro_batch_size)
     model, x, y = work.resolve(blocks, microbatches)  # a random batch of width classes
-    # K·max(2, v) blocks always cut into K·v pieces; an impossible order is refused here
-    for name in names:  # not on every rank
+    # K·max(2, v) blocks always cut into K·v pieces; an impossible order is refused here,
+    # not on every rank
+    for name in names:
         sched = plan(name, chunks)
         check_orders(sched.orders(stages, microbatches), stages, microbatches, sched.chunks)
     import_autograd_extras()

@@ -78,8 +78,8 @@ def _reduce_scatter(t: torch.Tensor) -> torch.Tensor:
 
 
 def _train(sizes: TransformerSizes, kind: str, steps: int, reference: dict) -> dict:
-    """The model trained (whole) against one process's, rank 0's messages of one step and
-    the seconds per step."""
+    """How far this rank's trained model (whole) ends from one process's (`reference`), its
+    messages of one step and the seconds per step."""
     model = build(sizes, device=device())
     replica = DataParallel(model) if kind == "dp" else None  # rank 0's weights, sent now
     mine, log, seconds = counted_steps(

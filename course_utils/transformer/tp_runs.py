@@ -97,13 +97,12 @@ def _sync_labelled(model) -> None:
 
 def _each_kind(train_one, what: str, sizes: TransformerSizes, kinds, *args) -> dict:
     """On a rank: `train_one(sizes, kind, *args)` for every kind, under one bar."""
-    bar = progress.bar(len(kinds), f"{what} on {dist.get_world_size()} ranks", "model")
     out = {}
-    for kind in kinds:
-        bar.set_postfix(training=kind)
-        out[kind] = train_one(sizes, kind, *args)
-        bar.update()
-    bar.close()
+    with progress.bar(len(kinds), f"{what} on {dist.get_world_size()} ranks", "model") as bar:
+        for kind in kinds:
+            bar.set_postfix(training=kind)
+            out[kind] = train_one(sizes, kind, *args)
+            bar.update()
     return out
 
 
