@@ -37,24 +37,28 @@ def mesh_picture(sent: dict[int, dict[str, int]], shape, dims):
     The title sums each dimension over every rank, so it says where the traffic goes."""
     fig, (ax,) = new_figure(width=7.0, height=5.2)
     world = len(sent)
-    for name, lines in mesh_groups(shape, dims).items():
-        for line in lines:
-            for rank, other in itertools.pairwise(line):  # neighbours along `name`
-                (x0, y0), (x1, y1) = _place(rank, shape, dims), _place(other, shape, dims)
-                ax.plot([x0, x1], [y0, y1], color=COLOURS.get(name, PALETTE[4]), lw=2.5, zorder=1)
-                a, b = sent[rank][name], sent[other][name]
-                text = _kb(a) if a == b else f"{_kb(a)} / {_kb(b)}"
-                along = ALONG.get(name, 0.5)  # off the crossings of front and back edges
-                ax.annotate(
-                    text,
-                    (x0 + along * (x1 - x0), y0 + along * (y1 - y0)),
-                    fontsize=7,
-                    ha="center",
-                    va="center",
-                    color=COLOURS.get(name, PALETTE[4]),
-                    zorder=3,
-                    bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none"},
-                )
+    edges = [  # neighbours along `name`: next to each other in one of its groups
+        (name, rank, other)
+        for name, lines in mesh_groups(shape, dims).items()
+        for line in lines
+        for rank, other in itertools.pairwise(line)
+    ]
+    for name, rank, other in edges:
+        (x0, y0), (x1, y1) = _place(rank, shape, dims), _place(other, shape, dims)
+        ax.plot([x0, x1], [y0, y1], color=COLOURS.get(name, PALETTE[4]), lw=2.5, zorder=1)
+        a, b = sent[rank][name], sent[other][name]
+        text = _kb(a) if a == b else f"{_kb(a)} / {_kb(b)}"
+        along = ALONG.get(name, 0.5)  # off the crossings of front and back edges
+        ax.annotate(
+            text,
+            (x0 + along * (x1 - x0), y0 + along * (y1 - y0)),
+            fontsize=7,
+            ha="center",
+            va="center",
+            color=COLOURS.get(name, PALETTE[4]),
+            zorder=3,
+            bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none"},
+        )
     for rank in range(world):
         x, y = _place(rank, shape, dims)
         ax.scatter([x], [y], s=520, color="white", edgecolor="black", zorder=2)
