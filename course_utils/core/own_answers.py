@@ -85,10 +85,19 @@ class Unanswered(Exception):
     """Raised by `answer` in place of a result; its text is the checker's ✗ line."""
 
 
+class LearnerRaised(Exception):
+    """Raised by `answer` when the learner's function raised: the error is the learner's
+    to fix, where an error in the checker's own code afterwards is not (`__cause__`)."""
+
+
 def answer(fn, *args):
     """The learner's `fn(*args)`, run inside `refusing()`. Raises `Unanswered` with
-    NOT_SOLVED while `fn` is the stub, or with the refusal when it used the course's own."""
-    got = attempt_refusing(fn, *args)
+    NOT_SOLVED while `fn` is the stub, or with the refusal when it used the course's own;
+    `LearnerRaised` from whatever `fn` raised."""
+    try:
+        got = attempt_refusing(fn, *args)
+    except Exception as error:
+        raise LearnerRaised() from error
     if isinstance(got, Refused) or got is NOT_SOLVED:
         raise Unanswered(str(got))
     return got
@@ -97,7 +106,10 @@ def answer(fn, *args):
 def first_problem_verdict(fn, name: str, problem, cases, solved: str) -> Verdict:
     """Print the verdict on the learner's `fn` (the exercise `name`): refused if it is the
     course's own answer; else `problem(*case)` for each case, the first that finds one
-    (its text, `answer`'s, or what `fn` raised) gives the ✗; `solved` if none does."""
+    (its text, `answer`'s, or what `fn` raised) gives the ✗; `solved` if none does.
+
+    An error raised while the checker reads what `fn` returned is named as such: most
+    likely a result of another type or shape than asked, but not something `fn` raised."""
     if owned := own_answer_name(fn):
         return verdict(False, message(owned))
     for case in cases:
@@ -105,8 +117,14 @@ def first_problem_verdict(fn, name: str, problem, cases, solved: str) -> Verdict
             found = problem(*case)
         except Unanswered as unanswered:
             return verdict(False, str(unanswered))
-        except Exception as error:
+        except LearnerRaised as raised:
+            error = raised.__cause__
             return verdict(False, f"{name} raised {type(error).__name__}: {error}")
+        except Exception as error:
+            found = (
+                f"the checker could not read what {name} returned ({type(error).__name__}: "
+                f"{error}): return what the exercise asks for"
+            )
         if found:
             return verdict(False, found)
     return verdict(True, solved)
