@@ -7,13 +7,13 @@ verdict lines it printed, and any ✗ or error with the cell it came from.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import os
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
+from unittest import mock
 
 import nbformat
 
@@ -49,19 +49,9 @@ class Report:
         return {**asdict(self), "ok": self.ok}
 
 
-@contextlib.contextmanager
 def profile_env(profile: str | None):
     """COURSE_PROFILE for the kernels started inside, as it was again afterwards."""
-    saved = os.environ.get("COURSE_PROFILE")
-    if profile:
-        os.environ["COURSE_PROFILE"] = profile
-    try:
-        yield
-    finally:
-        if saved is None:
-            os.environ.pop("COURSE_PROFILE", None)
-        else:
-            os.environ["COURSE_PROFILE"] = saved
+    return mock.patch.dict(os.environ, {"COURSE_PROFILE": profile} if profile else {})
 
 
 IGNORE_MARK = "NBVAL_IGNORE_OUTPUT"

@@ -21,6 +21,7 @@ import os
 import tempfile
 from dataclasses import asdict, replace
 from pathlib import Path
+from unittest import mock
 
 from ..core import progress
 from ..core.backends import GLOO
@@ -111,7 +112,11 @@ def elastic_restart(cfg: RunConfig, nodes: int, max_restarts: int, timeout: floa
         job = replace(cfg, checkpoint_dir=root, log_dir=root)
         log, watch = io.StringIO(), JobWatch(Path(root), job, bar)
         try:
-            with _agent_env(LOGLEVEL="INFO", **ROUND_STORES), contextlib.redirect_stdout(log):
+            # the agents copy this environment: LOGLEVEL=INFO logs their restarts
+            with (
+                mock.patch.dict(os.environ, LOGLEVEL="INFO", **ROUND_STORES),
+                contextlib.redirect_stdout(log),
+            ):
                 config = ("--config", json.dumps(asdict(job)))
                 elastic = TorchrunJob(None, nodes, 1, WORKER, config, max_restarts=max_restarts)
                 ranks = run_local_nodes(elastic, timeout=timeout, bars=False, watch=watch)
@@ -158,22 +163,6 @@ class JobWatch:
         reached = steps[-1] if steps else 0
         self.bar.update(reached - self.shown)
         self.shown = reached
-
-
-@contextlib.contextmanager
-def _agent_env(**variables: str):
-    """Variables the agents read from their environment (they copy this process's): LOGLEVEL
-    (INFO: their restarts are logged at INFO), TORCH_DISABLE_SHARE_RDZV_TCP_STORE."""
-    before = {name: os.environ.get(name) for name in variables}
-    os.environ.update(variables)
-    try:
-        yield
-    finally:
-        for name, value in before.items():
-            if value is None:
-                os.environ.pop(name)
-            else:
-                os.environ[name] = value
 
 
 def _about_restart(line: str) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import nbformat
 import pytest
@@ -198,3 +199,16 @@ def test_a_finished_bars_empty_line_counts_as_progress_and_is_not_stored():
         "display_data", data={"text/plain": "steps: 33%|#| 1/3"}, metadata={BAR_KEY: "..."}
     )
     assert notebooks.static_output(stopped) is stopped
+
+
+def test_profile_env_sets_the_profile_inside_and_restores_it_after(monkeypatch):
+    monkeypatch.delenv("COURSE_PROFILE", raising=False)
+    with notebooks.profile_env("gpu"):
+        assert os.environ["COURSE_PROFILE"] == "gpu"
+    assert "COURSE_PROFILE" not in os.environ
+    monkeypatch.setenv("COURSE_PROFILE", "cpu")
+    with notebooks.profile_env(None):
+        assert os.environ["COURSE_PROFILE"] == "cpu"
+    with notebooks.profile_env("gpu"):
+        pass
+    assert os.environ["COURSE_PROFILE"] == "cpu"
