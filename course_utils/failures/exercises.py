@@ -15,6 +15,7 @@ import torch.distributed as dist
 from ..core.backends import GLOO
 from ..core.checks import NOT_SOLVED, attempt, verdict
 from ..core.errors import LaunchError
+from ..core.own_answers import answer, first_problem_verdict
 from ..core.training import Recipe, train
 from ..ranks.launch import launch
 from .resume import RunConfig, build, replica
@@ -137,19 +138,17 @@ def timing_tables(seed: int = 3, cases: int = 6) -> list[tuple[dict, int]]:
 
 def check_slowest_rank(slowest_rank) -> bool:
     """`slowest_rank(table)`: which rank slows the job, from each rank's step and wait times."""
-    for table, slow in timing_tables():
-        value = attempt(slowest_rank, copy.deepcopy(table))
-        if isinstance(value, str) and value == NOT_SOLVED:
-            return verdict(False, NOT_SOLVED)
+
+    def problem(table: dict, slow: int) -> str | None:
+        value = answer(slowest_rank, copy.deepcopy(table))
         if value == max(table, key=lambda r: table[r]["wait"]):
-            return verdict(
-                False,
-                "that is the rank that waits longest: the fastest one, waiting for the slow one",
-            )
+            return "that is the rank that waits longest: the fastest one, waiting for the slow one"
         if value != slow:
-            return verdict(
-                False,
+            return (
                 "every rank's step lasts about as long, so the step time cannot tell; "
-                "look at what each rank does besides waiting",
+                "look at what each rank does besides waiting"
             )
-    return verdict(True, "slowest_rank finds the straggler in every table tried")
+        return None
+
+    solved = "slowest_rank finds the straggler in every table tried"
+    return first_problem_verdict(slowest_rank, "slowest_rank", problem, timing_tables(), solved)

@@ -81,3 +81,8 @@ def test_a_step_typed_in_fails_at_the_second_checkpoint(capsys):
         "✗ return the step the checkpoint was saved at, saved['step'] (it was saved at "
         f"{second}, you returned {first})"
     )
+
+
+def test_a_straggler_finder_that_raises_is_named_not_a_traceback(capsys):
+    assert not exercises.check_slowest_rank(lambda t: t["no such rank"])
+    assert "✗ slowest_rank raised KeyError: 'no such rank'" in capsys.readouterr().out
