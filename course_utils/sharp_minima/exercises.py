@@ -10,7 +10,7 @@ import math
 
 import torch
 
-from ..core.checks import NOT_SOLVED, attempt, verdict
+from ..core.own_answers import answer, first_problem_verdict
 
 EIGEN_CLAIM = "top_eigenvalue finds the largest-magnitude eigenvalue from products H @ v alone"
 SHARPNESS_CLAIM = "box_sharpness is Keskar's largest relative rise in the box, in percent"
@@ -34,37 +34,32 @@ _EIGEN_CASES = [
 def check_top_eigenvalue(fn) -> bool:
     """fn(hvp, dim, iters) -> the eigenvalue of largest magnitude of the symmetric H behind
     `hvp(v) = H @ v`, with its sign."""
-    for eigenvalues, seed in _EIGEN_CASES:
-        h = _symmetric(eigenvalues, seed)
-        calls = []
 
-        def hvp(v, h=h, calls=calls):
+    def problem(eigenvalues: list[float], seed: int) -> str | None:
+        h, calls = _symmetric(eigenvalues, seed), []
+
+        def hvp(v):
             calls.append(1)
             return h @ torch.as_tensor(v, dtype=torch.float64)
 
-        got = attempt(fn, hvp, len(eigenvalues), 300)
-        if got is NOT_SOLVED:
-            return verdict(False, NOT_SOLVED)
+        got = answer(fn, hvp, len(eigenvalues), 300)
         want = max(eigenvalues, key=abs)
         if isinstance(got, torch.Tensor) and got.numel() > 1:
-            return verdict(False, f"{EIGEN_CLAIM}: return the eigenvalue (a number), not a vector")
+            return f"{EIGEN_CLAIM}: return the eigenvalue (a number), not a vector"
         got = float(got)
         if not calls:
-            return verdict(False, f"{EIGEN_CLAIM}: use hvp(v); the checker counts the products")
+            return f"{EIGEN_CLAIM}: use hvp(v); the checker counts the products"
         if not math.isfinite(got):
-            return verdict(
-                False, f"{EIGEN_CLAIM}: normalise v after every product, or it overflows"
-            )
+            return f"{EIGEN_CLAIM}: normalise v after every product, or it overflows"
         if math.isclose(got, want, rel_tol=1e-3):
-            continue
+            return None
         if math.isclose(got, abs(want), rel_tol=1e-3):
-            return verdict(
-                False, f"{EIGEN_CLAIM}: return the Rayleigh quotient v.Hv, which keeps the sign"
-            )
+            return f"{EIGEN_CLAIM}: return the Rayleigh quotient v.Hv, which keeps the sign"
         if math.isclose(got, min(eigenvalues, key=abs), rel_tol=1e-3, abs_tol=1e-6):
-            return verdict(False, f"{EIGEN_CLAIM}: that is the smallest; iterate v <- Hv / |Hv|")
-        return verdict(False, f"{EIGEN_CLAIM}: expected {want:g}, got {got:g} for these H")
-    return verdict(True, EIGEN_CLAIM)
+            return f"{EIGEN_CLAIM}: that is the smallest; iterate v <- Hv / |Hv|"
+        return f"{EIGEN_CLAIM}: expected {want:g}, got {got:g} for these H"
+
+    return first_problem_verdict(fn, "top_eigenvalue", problem, _EIGEN_CASES, EIGEN_CLAIM)
 
 
 def _expected_sharpness(curvature, center, floor, w, epsilon, scaled_box=True) -> float:
@@ -105,17 +100,16 @@ def answer_values() -> dict[str, list]:
 
 def check_box_sharpness(fn) -> bool:
     """fn(loss, w, epsilon, samples, seed) -> percent; compared with the exact worst corner."""
-    for case in _SHARP_CASES:
+
+    def problem(*case) -> str | None:
         curvature, center, floor, w, epsilon = case
         w0 = torch.tensor(w, dtype=torch.float64)
-        got = attempt(fn, _quadratic(curvature, center, floor), w0.clone(), epsilon, 200, 0)
-        if got is NOT_SOLVED:
-            return verdict(False, NOT_SOLVED)
-        got = float(got)
+        got = float(answer(fn, _quadratic(curvature, center, floor), w0, epsilon, 200, 0))
         if math.isclose(got, _expected_sharpness(*case), rel_tol=1e-6):
-            continue
-        return verdict(False, f"{SHARPNESS_CLAIM}: {_diagnose(got, case)}")
-    return verdict(True, SHARPNESS_CLAIM)
+            return None
+        return f"{SHARPNESS_CLAIM}: {_diagnose(got, case)}"
+
+    return first_problem_verdict(fn, "box_sharpness", problem, _SHARP_CASES, SHARPNESS_CLAIM)
 
 
 def _diagnose(got: float, case) -> str:

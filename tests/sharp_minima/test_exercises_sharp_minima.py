@@ -120,3 +120,11 @@ def smallest_eigenvalue(hvp, dim, iters=100):
 def test_the_smallest_eigenvalue_is_caught(capsys):
     assert not check_top_eigenvalue(smallest_eigenvalue)
     assert "that is the smallest" in _lines(capsys)[-1]
+
+
+def test_an_answer_that_raises_or_is_not_a_number_gets_a_line_not_a_traceback(capsys):
+    assert not check_top_eigenvalue(lambda hvp, dim, iters: hvp(torch.ones(dim + 1)))
+    assert not check_box_sharpness(lambda loss, w, epsilon, samples, seed: "12%")
+    raised, unreadable = _lines(capsys)
+    assert raised.startswith("✗ top_eigenvalue raised RuntimeError")
+    assert "the checker could not read what box_sharpness returned (ValueError" in unreadable
