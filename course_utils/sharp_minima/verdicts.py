@@ -8,15 +8,13 @@ Keskar's epsilon-sharpness and the top Hessian eigenvalue, or fail.
 
 from __future__ import annotations
 
+from statistics import fmean
+
 from ..core.checks import verdict
 from .arms import edge_of_stability
 from .results import gaps, paired
 
 MEASURES = ("sharpness", "hessian")
-
-
-def _mean(values) -> float:
-    return sum(values) / len(values)
 
 
 def every_run_fits(runs: dict, fit_accuracy: float):
@@ -43,7 +41,7 @@ def fewer_updates(small: dict, large: dict):
 def tests_worse(better: dict, worse: dict, what: str, than: str, points: float = 1.0):
     """`worse` tests below `better` at every seed, and by over `points` on average."""
     g = gaps(better, worse)
-    ok = bool(g) and min(g) > 0 and 100 * _mean(g) > points
+    ok = bool(g) and min(g) > 0 and 100 * fmean(g) > points
     return verdict(
         ok, f"{what} tests worse than {than} at every seed, by over {points:g} point on average"
     )
@@ -60,7 +58,7 @@ def sharper(flat: dict, sharp: dict, what: str, than: str, factor: float = 1.5):
     """By both measures, `sharp` is sharper than `flat` at every seed and over `factor`x on
     average."""
     ok = all(
-        _mean(sharp[k]) > factor * _mean(flat[k]) and all(b > a for a, b in paired(flat, sharp, k))
+        fmean(sharp[k]) > factor * fmean(flat[k]) and all(b > a for a, b in paired(flat, sharp, k))
         for k in MEASURES
     )
     return verdict(
@@ -73,8 +71,8 @@ def sharper(flat: dict, sharp: dict, what: str, than: str, factor: float = 1.5):
 def warmup_changes_little(plain: dict, warm: dict, points: float = 1.0, factor: float = 1.25):
     """The same batch and lr with and without warmup: mean test accuracy within `points`, and
     each mean sharpness within `factor`x either way."""
-    close_acc = abs(100 * (_mean(plain["test_acc"]) - _mean(warm["test_acc"]))) < points
-    close_sharp = all(1 / factor < _mean(warm[k]) / _mean(plain[k]) < factor for k in MEASURES)
+    close_acc = abs(100 * (fmean(plain["test_acc"]) - fmean(warm["test_acc"]))) < points
+    close_sharp = all(1 / factor < fmean(warm[k]) / fmean(plain[k]) < factor for k in MEASURES)
     return verdict(
         close_acc and close_sharp,
         f"the warmup alone changes little: mean test accuracy within {points:g} point, "
@@ -119,7 +117,7 @@ def larger_batch_not_sharper_at_equal_lr_over_b(runs: dict, factor: float = 1.2)
         if b["batch_size"][0] > a["batch_size"][0] and abs(_lr_over_b(a) / _lr_over_b(b) - 1) < 1e-9
     ]
     ok = bool(pairs) and all(
-        _mean(b[k]) / _mean(a[k]) <= factor for a, b in pairs for k in MEASURES
+        fmean(b[k]) / fmean(a[k]) <= factor for a, b in pairs for k in MEASURES
     )
     return verdict(
         ok,
