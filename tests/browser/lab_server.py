@@ -146,14 +146,15 @@ class LabServer:
             return "gone"
 
     def saved_notebook(self, notebook: str) -> dict:
-        """The notebook as the browser last saved it. Read while an autosave writes it, the
-        file can be empty for a moment (the server answers 400, "Unreadable Notebook": 04 on
-        2026-11-29): then it is read again."""
-        for attempt in range(5):
+        """The notebook as the browser last saved it, read from the disk. Not through the
+        server: a read that meets an autosave half written makes jupyter_server restore its
+        backup, racing the writer (11 on 2026-11-30: a 500, and the notebook renamed to
+        .invalid; jupyterlab issue #17365). Half written, the file is read again."""
+        for attempt in range(10):
             try:
-                return self.get(f"/api/contents/{notebook}?content=1&type=notebook")["content"]
-            except urllib.error.HTTPError as error:
-                if error.code != 400 or attempt == 4:
+                return json.loads((self.root / notebook).read_text())
+            except (json.JSONDecodeError, FileNotFoundError):
+                if attempt == 9:
                     raise
                 time.sleep(0.5)
 
