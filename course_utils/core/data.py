@@ -19,7 +19,6 @@ from pathlib import Path
 import numpy as np
 import torch
 from torch.utils.data import (
-    BatchSampler,
     DataLoader,
     Dataset,
     DistributedSampler,
@@ -29,6 +28,7 @@ from torch.utils.data import (
 )
 
 from . import cifar
+from .loaders import TensorBatches
 
 DATA_DIR = Path(os.environ.get("COURSE_DATA", Path(__file__).resolve().parents[2] / "data"))
 CIFAR_FOLDER, CIFAR_ARCHIVE, CIFAR_URL = cifar.FOLDER, cifar.ARCHIVE, cifar.URL
@@ -211,7 +211,7 @@ def shard_loader(
     shuffle: bool = True,
     seed: int = 0,
     drop_last: bool = False,
-) -> DataLoader:
+) -> DataLoader | TensorBatches:
     """This rank's share of `dataset` through `DistributedSampler` (rank/world from the group).
 
     For in-memory tensors the loader slices whole batches at once: fetching samples one by
@@ -223,6 +223,5 @@ def shard_loader(
         dataset, num_replicas=world_size, rank=rank, shuffle=shuffle, seed=seed, drop_last=drop_last
     )
     if isinstance(dataset, TensorDataset):
-        batches = BatchSampler(sampler, batch_size, drop_last)
-        return DataLoader(dataset, sampler=batches, batch_size=None)
+        return TensorBatches(dataset, sampler, batch_size, drop_last)
     return DataLoader(dataset, batch_size=batch_size, sampler=sampler, drop_last=drop_last)

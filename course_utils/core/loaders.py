@@ -2,15 +2,39 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import torch
-from torch.utils.data import (
-    BatchSampler,
-    DataLoader,
-    Dataset,
-    RandomSampler,
-    SequentialSampler,
-    TensorDataset,
-)
+from torch.utils.data import Dataset, RandomSampler, SequentialSampler, TensorDataset
+
+
+class TensorBatches:
+    """The batches of in-memory tensors, in the order `sampler` gives their samples.
+
+    A DataLoader, even over a BatchSampler, indexes each tensor with a list of Python ints
+    and opens a profiler record for every batch: 70 µs a batch of 32 here, 0.5 ms one of
+    512, a tenth to a third of a small model's update. Taking the pass's order as one index
+    tensor and slicing it costs 15 µs and 150 µs, so an update's time is the model's work.
+    The sampler is told the epoch as a DataLoader's is (`set_epoch` finds it).
+    """
+
+    def __init__(
+        self, dataset: TensorDataset, sampler: Iterable[int], batch_size: int, drop_last: bool
+    ):
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}.")
+        self.dataset, self.sampler = dataset, sampler
+        self.batch_size, self.drop_last = batch_size, drop_last
+
+    def __len__(self) -> int:
+        last_partial = 0 if self.drop_last else self.batch_size - 1  # counts as a batch
+        return (len(self.sampler) + last_partial) // self.batch_size
+
+    def __iter__(self):
+        order = torch.as_tensor(list(self.sampler), dtype=torch.long)  # cpu: indices
+        for start in range(0, len(self) * self.batch_size, self.batch_size):
+            index = order[start : start + self.batch_size]
+            yield tuple(tensor[index] for tensor in self.dataset.tensors)
 
 
 def tensor_loader(
@@ -19,19 +43,12 @@ def tensor_loader(
     shuffle: bool = True,
     seed: int | None = None,
     drop_last: bool = False,
-) -> DataLoader:
-    """A loader that slices whole batches out of in-memory tensors.
-
-    The default DataLoader fetches and stacks samples one by one, which for MNIST-1D costs
-    more than the model; slicing keeps the time per update about the model's work.
-    """
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}.")
+) -> TensorBatches:
+    """Batches of `dataset` (tensors, or a Subset of them), reshuffled each pass if `shuffle`."""
     dataset = as_tensors(dataset)
     generator = torch.Generator().manual_seed(seed) if seed is not None else None
     order = RandomSampler(dataset, generator=generator) if shuffle else SequentialSampler(dataset)
-    batches = BatchSampler(order, batch_size, drop_last)
-    return DataLoader(dataset, sampler=batches, batch_size=None)
+    return TensorBatches(dataset, order, batch_size, drop_last)
 
 
 def as_tensors(dataset: Dataset) -> TensorDataset:

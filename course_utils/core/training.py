@@ -26,7 +26,7 @@ from torch import nn
 
 from . import progress
 from .history import History, PhaseClock, Phases
-from .loaders import as_tensors, set_epoch, tensor_loader
+from .loaders import TensorBatches, as_tensors, set_epoch, tensor_loader
 
 __all__ = [
     "Evaluation",
@@ -34,6 +34,7 @@ __all__ = [
     "Phases",
     "as_tensors",
     "Recipe",
+    "TensorBatches",
     "make_optimizer",
     "tensor_loader",
     "torch_threads",

@@ -16,11 +16,11 @@ import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.nn.utils import parameters_to_vector
-from torch.utils.data import BatchSampler, DataLoader, Dataset, Sampler
+from torch.utils.data import Dataset, Sampler
 
 from ..core import data, models
 from ..core.own_answers import mark, own_answer
-from ..core.training import Recipe, train
+from ..core.training import Recipe, TensorBatches, as_tensors, train
 from ..parallel import data_parallel
 from ..ranks.bootstrap import device
 from ..ranks.launch import launch
@@ -79,8 +79,7 @@ class GlobalOrderSampler(Sampler[int]):
 def twin_loader(dataset: Dataset, world_size: int, per_rank_batch: int, seed: int = 0):
     """The single-process loader whose batches of N*b are the union of the ranks' batches."""
     order = GlobalOrderSampler(len(dataset), world_size, per_rank_batch, seed)
-    batches = BatchSampler(order, per_rank_batch * world_size, drop_last=True)
-    return DataLoader(dataset, sampler=batches, batch_size=None)
+    return TensorBatches(as_tensors(dataset), order, per_rank_batch * world_size, drop_last=True)
 
 
 def rank_loader(dataset: Dataset, per_rank_batch: int, seed: int = 0):

@@ -45,14 +45,9 @@ def main(argv: list[str] | None = None) -> int:
     from .mesh_runs import mesh_config, train_mesh
 
     join_from_torchrun(args.backend, args.timeout)
-    cfg = mesh_config(args.config) if args.config else _profile_mesh(profiles.current())
+    cfg = mesh_config(args.config) if args.config else profiles.current().mesh
     report_results(train_mesh(cfg))
     leave(0)
-
-
-def _profile_mesh(profile):
-    """The profile's mesh sizes (its `mesh` field, which every profile has)."""
-    return profile.mesh
 
 
 if __name__ == "__main__":

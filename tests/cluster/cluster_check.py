@@ -143,11 +143,11 @@ def check_mesh(pair, log_dir) -> str:
 def _judged_mesh(ranks: list) -> str:
     """Every shard equals one process's slice, and only data parallel crosses the nodes."""
     from course_utils.core import profiles
-    from course_utils.mesh import mesh_runs, mesh_worker
+    from course_utils.mesh import mesh_runs
     from course_utils.mesh import mesh_verdicts as v
     from course_utils.transformer.model import one_process_steps
 
-    sizes = mesh_worker._profile_mesh(profiles.current())  # what the worker trains
+    sizes = profiles.current().mesh  # what the worker trains
     run = mesh_runs.summarize(ranks, sizes, one_process_steps(sizes.model, sizes.steps))
     node = {r["rank"]: r["node_rank"] for r in ranks}
     crossing = {d for d, gs in run.groups.items() for g in gs if len({node[r] for r in g}) > 1}

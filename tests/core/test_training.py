@@ -149,6 +149,23 @@ def test_bad_arguments_are_refused():
         training.as_tensors([1, 2, 3])
 
 
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_tensor_batches_are_a_dataloaders_batches_in_the_same_order(drop_last):
+    ds = _dataset(n=50)
+    samplers = (  # each a fresh one: a seeded RandomSampler moves on after every pass
+        lambda: torch.utils.data.RandomSampler(ds, generator=torch.Generator().manual_seed(3)),
+        lambda: torch.utils.data.DistributedSampler(ds, num_replicas=3, rank=1, seed=3),
+    )
+    for sampler in samplers:
+        batches = torch.utils.data.BatchSampler(sampler(), 8, drop_last)
+        expected = list(DataLoader(ds, sampler=batches, batch_size=None))
+        loader = training.TensorBatches(ds, sampler(), 8, drop_last)
+        got = list(loader)
+        assert len(got) == len(loader) == len(expected)
+        for (x, y), (want_x, want_y) in zip(got, expected, strict=True):
+            assert torch.equal(x, want_x) and torch.equal(y, want_y)
+
+
 def test_as_tensors_follows_a_random_split():
     ds = _dataset()
     part, _ = data.train_val_split(ds, 0.25, seed=0)
