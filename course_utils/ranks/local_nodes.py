@@ -177,11 +177,13 @@ def run_local_nodes(
     finally:
         bar.close()  # where it stopped, if it did
         own_exit = {n: a.poll() for n, a in enumerate(agents) if a.poll() is not None}
-        with processes.interrupts_held():  # a second interrupt must not cut the stop short
-            processes.stop(*agents, wait=10)
-            relay.close()
-        texts = [log.read_text(errors="replace") if log.exists() else "" for log in logs]
-        shutil.rmtree(workdir, ignore_errors=True)
+        try:
+            with processes.interrupts_held():  # a second interrupt must not cut the stop short
+                processes.stop(*agents, wait=10)
+                relay.close()
+        finally:  # the logs go even if the system holds a killed agent
+            texts = [log.read_text(errors="replace") if log.exists() else "" for log in logs]
+            shutil.rmtree(workdir, ignore_errors=True)
         failed = failed or sorted(n for n, code in own_exit.items() if code != 0)
         failed = failed or [n for n, a in enumerate(agents) if a.returncode != 0]
         if not interrupted and (echo or failed or len(agents) < nnodes):  # failures show logs

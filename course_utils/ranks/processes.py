@@ -24,7 +24,7 @@ from collections.abc import Callable
 import torch
 
 from ..core import progress
-from ..core.errors import Stopped
+from ..core.errors import CourseError, Stopped
 from . import bootstrap as rank_setup
 from .start_method import FORKSERVER_PRELOAD, default_start_method
 
@@ -256,18 +256,40 @@ def group_alive(pgid: int) -> bool:
 def stop(*processes, wait: float = 5.0) -> None:
     """Kill children (multiprocessing or subprocess) and all they started, then reap them.
 
-    A child that already ended is left alone unless something in its group still runs.
+    A child that already ended is left alone unless something in its group still runs. A
+    killed command the system still holds after `wait` s (finishing a read from a stalled
+    disk, say) is named with its state, not reported as a command that timed out.
     """
     started = [p for p in processes if p.pid is not None]
     for p in started:
         ended = (p.poll() if isinstance(p, subprocess.Popen) else p.exitcode) is not None
         if not (ended and not group_alive(p.pid)):
             kill_group(p.pid)
+    held = []
     for p in started:
-        if isinstance(p, subprocess.Popen):
-            p.wait(timeout=wait)
-        else:
+        if not isinstance(p, subprocess.Popen):
             p.join(timeout=wait)
+            continue
+        try:
+            p.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            held.append(p)
+    if held:
+        raise CourseError(
+            f"process {', '.join(map(_held, held))} was sent SIGKILL but had not ended {wait:g} "
+            "s later: the system still holds it. It runs no more code and ends when the system "
+            f"lets it go; `ps -p {','.join(str(p.pid) for p in held)}` shows whether it has."
+        )
+
+
+def _held(p: subprocess.Popen) -> str:
+    """'PID (command, state D (disk sleep))': the state as Linux's /proc shows it."""
+    try:
+        with open(f"/proc/{p.pid}/status") as f:
+            state = next(line[6:].strip() for line in f if line.startswith("State:"))
+    except (OSError, StopIteration):
+        state = "unknown"
+    return f"{p.pid} ({' '.join(map(str, p.args[:3]))}, state {state})"
 
 
 def exit_reason(exitcode: int | None) -> str:

@@ -16,7 +16,7 @@ import psutil
 import pytest
 import torch
 
-from course_utils.core.errors import ChildError
+from course_utils.core.errors import ChildError, CourseError
 from course_utils.ranks import processes
 from course_utils.ranks.launch import run_calls, run_in_child
 
@@ -124,6 +124,24 @@ def test_an_error_in_the_caller_stops_every_child():
     with pytest.raises(RuntimeError, match="progress bar broke"):
         run_calls(whoami, calls, jobs=2, on_done=fail_on_first)
     # the autouse fixture fails this test if a child is still alive
+
+
+def test_a_killed_command_the_system_still_holds_is_named_with_its_state(monkeypatch):
+    """As an agent in the middle of a read from a stalled disk: the SIGKILL is sent, but the
+    system lets the process go only later (a Stop once saw 10 s go by)."""
+    child = processes.start_command(["sleep", "60"])
+
+    def held_by_the_system(timeout=None):
+        raise subprocess.TimeoutExpired(child.args, timeout)
+
+    monkeypatch.setattr(child, "wait", held_by_the_system)
+    with pytest.raises(CourseError) as stopped:
+        processes.stop(child, wait=0.1)
+    message = str(stopped.value)
+    assert f"process {child.pid} (sleep 60, state " in message
+    assert "had not ended 0.1 s later" in message and f"`ps -p {child.pid}`" in message
+    monkeypatch.undo()
+    assert child.wait(timeout=10) == -signal.SIGKILL  # the kill was sent all the same
 
 
 @pytest.mark.parametrize("jobs", [0, -1, True, 1.5, "2"])

@@ -11,7 +11,7 @@ import pytest
 from recorded_bars import record_bars
 
 from course_utils.core import progress
-from course_utils.core.errors import LaunchError
+from course_utils.core.errors import CourseError, LaunchError
 from course_utils.ranks.examples import spread_over_nodes, sum_of_ranks, whoami
 from course_utils.ranks.launch import launch, live_children
 from course_utils.ranks.local_nodes import BarRelay, TorchrunJob, run_local_nodes, torchrun_command
@@ -121,6 +121,30 @@ def test_the_agents_leave_no_log_folder_behind(tmp_path, monkeypatch):
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # our folders
     monkeypatch.setenv("TMPDIR", str(tmp_path))  # and the agents' own
     assert run_local_nodes(TorchrunJob("course_utils.ranks.examples:sum_of_ranks"), echo=False)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_agent_the_system_still_holds_after_its_kill_is_named_and_the_logs_go(
+    tmp_path, monkeypatch
+):
+    import tempfile
+
+    from course_utils.ranks import local_nodes, processes
+
+    stop = processes.stop
+
+    def agent(cmd, **popen_kwargs):  # one that would run until stopped
+        return subprocess.Popen(["sleep", "60"], start_new_session=True, **popen_kwargs)
+
+    def held(*agents, wait):  # killed, but let go by the system only later
+        stop(*agents, wait=wait)
+        raise CourseError("process 1234 was sent SIGKILL but had not ended 10 s later")
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the job's log folder
+    monkeypatch.setattr(local_nodes.processes, "start_command", agent)
+    monkeypatch.setattr(local_nodes.processes, "stop", held)
+    with pytest.raises(CourseError, match="had not ended"):
+        run_local_nodes(TorchrunJob("course_utils.ranks.examples:sum_of_ranks"), timeout=0.3)
     assert list(tmp_path.iterdir()) == []
 
 
