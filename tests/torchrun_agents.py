@@ -9,18 +9,25 @@ process group and watch how long the worker outlives it.
 from __future__ import annotations
 
 import subprocess
+import tempfile
 import time
 
 import psutil
 
 from course_utils.ranks import agent, processes
 
+# The killed agents' TMPDIRs, where torchelastic leaves its folders: removed once their
+# workers, still running when a test gets them, are gone (`seconds_it_outlives`).
+_AGENTS_TMPDIRS: list[tempfile.TemporaryDirectory] = []
+
 
 def stop_the_agent_once_its_worker_runs(cmd: list[str], env: dict, module: str):
     """(whether the agent ran as a torchrun agent while alive, the worker running `module`
     as a psutil.Process), the agent already stopped."""
     quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
-    started = processes.start_command(cmd, env=env, **quiet)
+    scratch = tempfile.TemporaryDirectory(prefix="killed-agent-")  # its torchelastic_* folder
+    _AGENTS_TMPDIRS.append(scratch)
+    started = processes.start_command(cmd, env={**env, "TMPDIR": scratch.name}, **quiet)
     worker = None
     try:
         deadline = time.monotonic() + 60  # torchrun imports torch first: seconds on 2 cores
@@ -46,6 +53,8 @@ def seconds_it_outlives(worker, bound: float) -> float:
     finally:
         if _alive(worker):
             worker.kill()
+        while _AGENTS_TMPDIRS:
+            _AGENTS_TMPDIRS.pop().cleanup()
 
 
 def _alive(process) -> bool:

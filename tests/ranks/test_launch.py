@@ -366,7 +366,9 @@ def test_killed_parent_takes_its_ranks_with_it(tmp_path, method):
     """Under forkserver the ranks are the server's children, and each was handed the
     kernel's end of the server's alive pipe: unless they close it, the server outlived the
     kernel for them and they, tied to it, for the server."""
-    env = {**os.environ, "COURSE_START_METHOD": method} if method else None
+    env = {**os.environ, "TMPDIR": str(tmp_path)}  # where the killed launcher's folders stay
+    if method:
+        env["COURSE_START_METHOD"] = method
     proc, pids = _start_launcher(tmp_path, env=env)
     proc.kill()  # what "restart kernel" does to the old kernel
     proc.wait(timeout=30)
