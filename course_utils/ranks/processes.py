@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Callable
 
+import psutil
 import torch
 
 from ..core import progress
@@ -283,11 +284,10 @@ def stop(*processes, wait: float = 5.0) -> None:
 
 
 def _held(p: subprocess.Popen) -> str:
-    """'PID (command, state D (disk sleep))': the state as Linux's /proc shows it."""
+    """'PID (command, state disk-sleep)': the state as psutil reads it, on Linux and macOS."""
     try:
-        with open(f"/proc/{p.pid}/status") as f:
-            state = next(line[6:].strip() for line in f if line.startswith("State:"))
-    except (OSError, StopIteration):
+        state = psutil.Process(p.pid).status()
+    except psutil.Error:
         state = "unknown"
     return f"{p.pid} ({' '.join(map(str, p.args[:3]))}, state {state})"
 
