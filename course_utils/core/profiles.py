@@ -147,6 +147,7 @@ PROFILES = {
         param_server=ParamServerSizes(
             hidden=256,
             gradients=3000,
+            straggler_delay=0.2,  # a hidden-256 update takes 0.12 s on the link: outlast it
             compare_updates=500,
             averaging_steps=3000,
             average_every=(1, 8, 32, 128),

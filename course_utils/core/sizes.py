@@ -121,7 +121,7 @@ class ParamServerSizes:
     lr_seeds: tuple[int, ...] = (0, 1, 2)  # each lr is judged by its mean over these
     val_fraction: float = 0.2  # of the training set, held out to choose the lr on
     target_loss: float = 1.65  # validation loss whose epochs-to-reach are compared
-    straggler_delay: float = 0.04  # extra seconds per gradient on the last worker
+    straggler_delay: float = 0.04  # s more per gradient, last worker: > a sync update's 0.03
     worker_timeout: float = 2.0  # seconds of silence before a server gives a worker up
     snapshot_every: int = 10  # updates between kept copies of the parameters
     eval_samples: int = 2000  # test samples each kept copy is evaluated on

@@ -22,6 +22,7 @@ from torch.nn.utils import vector_to_parameters
 from ..core.errors import LaunchError
 from ..core.models import build
 from ..core.training import torch_threads
+from ..network.fabric import resolve
 from ..network.recorder import recording
 from ..parallel.allreduce import ring_allreduce
 from ..ranks.launch import RankFailure, launch
@@ -47,7 +48,8 @@ class PSRun:
     lost: dict[int, str] = field(default_factory=dict)  # worker -> what the server saw
     died: dict[int, str] = field(default_factory=dict)  # worker -> what the launcher saw
     params: torch.Tensor | None = None
-    seconds: float = 0.0  # training time on the server clock
+    seconds: float = 0.0  # training time on the server's clock
+    clock: str = "real"  # which clock that is: "simulated" over an emulated link (`Link.clock`)
 
     @property
     def updates(self) -> int:
@@ -133,7 +135,7 @@ def run_parameter_server(cfg: ServerConfig, data, eval_samples: int | None = Non
     for failure in servers:
         if isinstance(failure, RankFailure):
             _raise_server_failure(failure, cfg, died)
-    run = PSRun(mode=cfg.mode, workers=cfg.workers, died=died)
+    run = PSRun(mode=cfg.mode, workers=cfg.workers, died=died, clock=resolve(cfg.link).clock)
     lead = servers[0]
     run.staleness, run.senders, run.update_seconds = lead.staleness, lead.senders, lead.seconds
     run.seconds = lead.seconds[-1] if lead.seconds else 0.0
