@@ -22,7 +22,7 @@ from torch.nn.utils import vector_to_parameters
 from ..core.errors import LaunchError
 from ..core.models import build
 from ..core.training import torch_threads
-from ..network.fabric import resolve
+from ..network import wire
 from ..network.recorder import recording
 from ..parallel.allreduce import ring_allreduce
 from ..ranks.launch import RankFailure, launch
@@ -135,7 +135,8 @@ def run_parameter_server(cfg: ServerConfig, data, eval_samples: int | None = Non
     for failure in servers:
         if isinstance(failure, RankFailure):
             _raise_server_failure(failure, cfg, died)
-    run = PSRun(mode=cfg.mode, workers=cfg.workers, died=died, clock=resolve(cfg.link).clock)
+    clock = wire.resolve(cfg.link, cfg.world_size).clock
+    run = PSRun(mode=cfg.mode, workers=cfg.workers, died=died, clock=clock)
     lead = servers[0]
     run.staleness, run.senders, run.update_seconds = lead.staleness, lead.senders, lead.seconds
     run.seconds = lead.seconds[-1] if lead.seconds else 0.0

@@ -8,7 +8,7 @@ import pytest
 
 from course_utils.core import data, profiles
 from course_utils.core.models import build
-from course_utils.network.fabric import resolve
+from course_utils.network import wire
 from course_utils.param_server import verdicts
 from course_utils.param_server.runs import allreduce_training, run_parameter_server, serial_twin
 from course_utils.param_server.scaling import predicted_seconds
@@ -105,5 +105,5 @@ def test_every_profiles_straggler_outlasts_a_synchronous_update_on_its_link(name
     sizes = profiles.PROFILES[name].param_server
     net = build(sizes.model, (40,), 10, hidden=sizes.hidden, seed=0)
     model_bytes = sum(p.numel() * p.element_size() for p in net.parameters())
-    link = resolve(profiles.PROFILES[name].simulated_link)
+    link = wire.resolve(profiles.PROFILES[name].simulated_link)
     assert sizes.straggler_delay > predicted_seconds(link, model_bytes, sizes.workers, 1)
