@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..core.style import PALETTE, finished, new_figure
+from .runs import one_clock
 from .tuning import lowest
 
 
@@ -60,7 +61,7 @@ def ps_loss_curves(runs: dict, subtitle: str = ""):
         by_time.plot(run.snapshot_seconds, run.loss, style, color=color, label=label)
     by_update.set_xlabel("gradients computed by the workers")
     by_time.set_xscale("log")  # a straggler's run is many times longer: keep the others readable
-    by_time.set_xlabel("training time (s, log scale)")
+    by_time.set_xlabel(f"training time ({one_clock(runs.values())} clock, s, log scale)")
     for ax in (by_update, by_time):
         ax.set_ylabel("test loss")
     by_time.legend(fontsize=8)

@@ -76,6 +76,14 @@ class PSRun:
         return seen[-1] if seen else self.loss[0]
 
 
+def one_clock(runs) -> str:
+    """The clock all of `runs` were timed on: their times are compared or drawn together."""
+    clocks = {run.clock for run in runs}
+    if len(clocks) > 1:
+        raise ValueError(f"runs on the {' and the '.join(sorted(clocks))} clock: use one link")
+    return clocks.pop()
+
+
 def server_config(sizes, **changes) -> ServerConfig:
     """A ServerConfig from the profile's `param_server` sizes, with `changes` on top."""
     base = {

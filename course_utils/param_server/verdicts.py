@@ -12,6 +12,7 @@ from statistics import median_low
 
 from ..core.checks import Verdict, verdict
 from ..core.timing_claims import timing_claim
+from .runs import one_clock
 
 # fp32: the three sum the same gradients in other orders, which moves the weights by
 # rounding alone; an asynchronous server's stale gradients move them by 1e-3 and more
@@ -68,8 +69,8 @@ def straggler_slows_sync(sync_run, async_run, factor: float = 2.0) -> Verdict:
     time for the same gradients: each of its updates waits for the slowest worker. Every
     profile's straggler delay outlasts a synchronous update without it, so that each update
     takes over twice as long, while the asynchronous server loses only the straggler's
-    share of the gradients. `sync_run.clock` names the clock of both."""
-    clock = sync_run.clock
+    share of the gradients. Both runs must be on one clock, which the line names."""
+    clock = one_clock([sync_run, async_run])
     return verdict(
         sync_run.seconds > factor * async_run.seconds,
         f"{clock} clock: with a straggler, the synchronous server takes more than twice as long",

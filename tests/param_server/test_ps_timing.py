@@ -20,7 +20,7 @@ M = 1.155e6  # bytes of the notebook's scaling model
 def _run(mode, seconds, final):
     return SimpleNamespace(
         mode=mode, snapshot_updates=[0, 10, 20], snapshot_seconds=[0.01, seconds / 2, seconds],
-        loss=[2.3, 1.5, final], snapshot_gradients=[0, 10, 20],
+        loss=[2.3, 1.5, final], snapshot_gradients=[0, 10, 20], clock="simulated",
     )  # fmt: skip
 
 
@@ -30,6 +30,7 @@ def test_time_axis_is_logarithmic_and_title_comes_from_the_runs():
     fig = ps_loss_curves(runs, subtitle="emulated 100 Mbit/s link, α = 5 ms")
     assert fig.axes[1].get_xscale() == "log"
     assert fig.axes[0].get_xlabel() == "gradients computed by the workers"
+    assert fig.axes[1].get_xlabel() == "training time (simulated clock, s, log scale)"
     title = fig._suptitle.get_text()
     assert "first to finish: sync (0.3 s" in title and "3.3 s for sync, straggler" in title
     assert title.endswith("emulated 100 Mbit/s link, α = 5 ms")

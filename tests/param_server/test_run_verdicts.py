@@ -10,7 +10,13 @@ from course_utils.core import data, profiles
 from course_utils.core.models import build
 from course_utils.network import wire
 from course_utils.param_server import verdicts
-from course_utils.param_server.runs import allreduce_training, run_parameter_server, serial_twin
+from course_utils.param_server.charts import ps_loss_curves
+from course_utils.param_server.runs import (
+    PSRun,
+    allreduce_training,
+    run_parameter_server,
+    serial_twin,
+)
 from course_utils.param_server.scaling import predicted_seconds
 from course_utils.param_server.server import ServerConfig, WorkerLost
 
@@ -107,3 +113,13 @@ def test_every_profiles_straggler_outlasts_a_synchronous_update_on_its_link(name
     model_bytes = sum(p.numel() * p.element_size() for p in net.parameters())
     link = wire.resolve(profiles.PROFILES[name].simulated_link)
     assert sizes.straggler_delay > predicted_seconds(link, model_bytes, sizes.workers, 1)
+
+
+def test_times_on_two_clocks_are_neither_compared_nor_drawn_together():
+    one_look = {"loss": [2.3], "snapshot_updates": [0]}
+    on_the_wire = PSRun("sync", 3, seconds=2.0, clock="simulated", snapshot_seconds=[2], **one_look)
+    here = PSRun("async", 3, seconds=0.5, snapshot_seconds=[0.5], **one_look)  # real clock
+    with pytest.raises(ValueError, match="on the real and the simulated clock"):
+        verdicts.straggler_slows_sync(on_the_wire, here)
+    with pytest.raises(ValueError, match="on the real and the simulated clock"):
+        ps_loss_curves({"sync": on_the_wire, "async": here})
