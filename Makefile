@@ -59,11 +59,15 @@ lint: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/python -m pytest -p no:nbval -n $(PYTEST_WORKERS) --dist loadfile --durations=15 tests
 
-# One notebook at a time: they measure timings, and each uses both cores.
+# The notebooks with no verdict on the real clock two at a time, longest first; then the
+# others one at a time, with both cores to themselves (tests/notebook_groups.py says why).
+NBVAL := COURSE_PROFILE=cpu $(BIN)/python -m pytest --nbval-lax --nbval-current-env \
+	--nbval-cell-timeout=$(CELL_TIMEOUT) --nbval-sanitize-with tests/nbval_sanitize.cfg \
+	-p no:randomly
 notebooks: $(STAMP)
-	COURSE_PROFILE=cpu $(BIN)/python -m pytest --nbval-lax --nbval-current-env \
-		--nbval-cell-timeout=$(CELL_TIMEOUT) --nbval-sanitize-with tests/nbval_sanitize.cfg \
-		-p no:randomly notebooks
+	shared=$$($(BIN)/python tests/notebook_groups.py shared) && \
+		$(NBVAL) -n 2 --dist loadfile --no-loadscope-reorder $$shared
+	alone=$$($(BIN)/python tests/notebook_groups.py alone) && $(NBVAL) $$alone
 
 # The unit tests on the oldest torch/torchvision pair pyproject.toml allows (its lower
 # bounds, pinned), in a scratch venv; CI keeps testing the newest pair.

@@ -1,0 +1,45 @@
+"""`make notebooks` runs a notebook beside another only if no verdict of it reads the real clock."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from notebook_groups import NOTEBOOKS, groups
+
+SCRIPT = NOTEBOOKS.parent / "tests" / "notebook_groups.py"
+
+
+def _notebook(folder, name, *lines):
+    cells = [{"cell_type": "code", "outputs": [{"output_type": "stream", "text": list(lines)}]}]
+    (folder / name).write_text(json.dumps({"cells": cells}))
+
+
+def test_every_notebook_is_in_one_group_and_real_clock_verdicts_run_alone():
+    found = groups()
+    names = {group: [nb.name[:2] for nb in notebooks] for group, notebooks in found.items()}
+    assert sorted(names["shared"] + names["alone"]) == [f"{n:02d}" for n in range(12)]
+    assert {"01", "04", "05", "06", "08", "09"} <= set(names["alone"])  # real-clock verdicts
+    assert {"02", "10"} <= set(names["shared"])  # seeds and bytes only
+
+
+def test_a_verdict_on_the_real_clock_or_not_judged_sends_its_notebook_alone(tmp_path):
+    _notebook(tmp_path, "00_a.ipynb", "✓ simulated clock: the ring is faster\n")
+    _notebook(tmp_path, "01_b.ipynb", "rows\n", "✗ real clock: the ring is faster\n")
+    _notebook(tmp_path, "02_c.ipynb", "? not judged, the machine was busy: the ring …\n")
+    _notebook(tmp_path, "03_d.ipynb", "✓ simulated link, real compute: overlap saves\n")
+    _notebook(tmp_path, "04_e.ipynb", "the real clock says 2 s\n")  # prose, not a verdict
+    timings = {"00_a.ipynb": 5, "04_e.ipynb": 50}
+    (tmp_path / "timings.json").write_text(json.dumps({"cpu": timings}))
+    found = groups(tmp_path)
+    assert [nb.name for nb in found["alone"]] == ["01_b.ipynb", "02_c.ipynb", "03_d.ipynb"]
+    assert [nb.name for nb in found["shared"]] == ["04_e.ipynb", "00_a.ipynb"]  # longest first
+
+
+def test_the_script_prints_paths_from_the_repository_and_refuses_a_wrong_group():
+    run = [sys.executable, str(SCRIPT)]
+    shared = subprocess.run([*run, "shared"], capture_output=True, text=True, check=True)
+    assert all(path.startswith("notebooks/") for path in shared.stdout.split())
+    wrong = subprocess.run([*run, "both"], capture_output=True, text=True)
+    assert wrong.returncode != 0 and "shared|alone" in wrong.stderr

@@ -1,0 +1,56 @@
+"""Which notebooks `make notebooks` runs two at a time, and which alone, after the others.
+
+A verdict timed on the real clock (or real compute beside a simulated link) measures what
+the cores did: beside another notebook it says "not judged", which the sanitizer reads as
+its stored ✓ (tests/nbval_sanitize.cfg), so CI would never judge it. A notebook with such a
+verdict line in its stored outputs runs alone. The others' verdicts read seeds, bytes and
+the simulator's clocks, which hold beside a CPU hog (`make stress`), so they share the two
+cores, longest first (its stored time, notebooks/timings.json), so that the two finish
+close together: 00, 02, 03, 07, 10 and 11 took 176 s two at a time where one at a time
+took 240 s. A notebook that gains a real-clock verdict moves to the alone group once its outputs are
+stored, with no list to keep in step.
+
+Usage: python tests/notebook_groups.py shared|alone
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+NOTEBOOKS = Path(__file__).parents[1] / "notebooks"
+REAL_CLOCK_VERDICT = re.compile(r"^[✓✗?] .*(\breal (clock|compute)\b|not judged)", re.MULTILINE)
+
+
+def output_texts(notebook: Path) -> list[str]:
+    """The stored text of every output of the notebook's code cells."""
+    texts = []
+    for cell in json.loads(notebook.read_text())["cells"]:
+        for output in cell.get("outputs", []):
+            text = output.get("text", output.get("data", {}).get("text/plain", ""))
+            texts.append("".join(text))
+    return texts
+
+
+def times_the_real_clock(notebook: Path) -> bool:
+    return any(REAL_CLOCK_VERDICT.search(text) for text in output_texts(notebook))
+
+
+def groups(folder: Path = NOTEBOOKS) -> dict[str, list[Path]]:
+    notebooks = sorted(folder.glob("[0-9][0-9]_*.ipynb"))
+    alone = [nb for nb in notebooks if times_the_real_clock(nb)]
+    seconds = json.loads((folder / "timings.json").read_text())["cpu"]
+    shared = [nb for nb in notebooks if nb not in alone]
+    shared.sort(key=lambda nb: -seconds.get(nb.name, 0))
+    return {"shared": shared, "alone": alone}
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2 or sys.argv[1] not in ("shared", "alone"):
+        sys.exit("usage: python tests/notebook_groups.py shared|alone")
+    group = groups()[sys.argv[1]]
+    if not group:  # pytest given no path would run tests/ under nbval
+        sys.exit(f"no notebook is in the {sys.argv[1]} group: run the other group's command")
+    print(" ".join(str(nb.relative_to(NOTEBOOKS.parent)) for nb in group))
