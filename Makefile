@@ -32,7 +32,7 @@ unexport PYTHONDONTWRITEBYTECODE
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade "pip>=23"
+	$(BIN)/python -m pip install --quiet "pip>=23"
 	$(BIN)/python -m pip install --quiet --no-compile -e ".[dev]"
 	@touch $(STAMP)
 
@@ -75,7 +75,7 @@ OLDEST_VENV ?= build/venv-oldest
 OLDEST_PAIR := $(shell sed -n 's/^ *"\(torch\|torchvision\)>=\([0-9.]*\)",.*/\1==\2/p' pyproject.toml)
 test-oldest:
 	@test -x $(OLDEST_VENV)/bin/python || $(PYTHON) -m venv $(OLDEST_VENV)
-	$(OLDEST_VENV)/bin/python -m pip install --quiet --upgrade "pip>=23"
+	$(OLDEST_VENV)/bin/python -m pip install --quiet "pip>=23"
 	$(OLDEST_VENV)/bin/python -m pip install --quiet $(OLDEST_PAIR) -e ".[dev]"
 	$(OLDEST_VENV)/bin/python -c "import torch, torchvision; print('oldest pair:', torch.__version__, torchvision.__version__)"
 	$(OLDEST_VENV)/bin/python -m pytest -p no:nbval -n $(PYTEST_WORKERS) --dist loadfile --durations=15 tests
@@ -94,7 +94,7 @@ BROWSER_VENV ?= build/browser-venv
 BROWSER_TIMEOUT ?= 300
 $(BROWSER_VENV)/.installed:
 	@test -x $(BROWSER_VENV)/bin/python || $(PYTHON) -m venv $(BROWSER_VENV)
-	$(BROWSER_VENV)/bin/python -m pip install --quiet --upgrade "pip>=23"
+	$(BROWSER_VENV)/bin/python -m pip install --quiet "pip>=23"
 	PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 $(BROWSER_VENV)/bin/python -m pip install --quiet \
 		"playwright>=1.40,<2" "psutil>=5.9"
 	@touch $@
@@ -125,7 +125,7 @@ cluster-test: $(STAMP)
 SITE_VENV ?= build/site-venv
 $(SITE_VENV)/.installed:
 	@test -x $(SITE_VENV)/bin/python || $(PYTHON) -m venv $(SITE_VENV)
-	$(SITE_VENV)/bin/python -m pip install --quiet --upgrade "pip>=23"
+	$(SITE_VENV)/bin/python -m pip install --quiet "pip>=23"
 	$(SITE_VENV)/bin/python -m pip install --quiet "sphinx>=7" "myst-nb>=1.1" "furo>=2024.1"
 	@touch $@
 
