@@ -20,8 +20,8 @@ def test_every_notebook_is_in_one_group_and_real_clock_verdicts_run_alone():
     found = groups()
     names = {group: [nb.name[:2] for nb in notebooks] for group, notebooks in found.items()}
     assert sorted(names["shared"] + names["alone"]) == [f"{n:02d}" for n in range(12)]
-    assert {"01", "04", "05", "06", "08", "09"} <= set(names["alone"])  # real-clock verdicts
-    assert {"02", "10"} <= set(names["shared"])  # seeds and bytes only
+    assert {"01", "04", "05", "06", "09"} <= set(names["alone"])  # real-clock verdicts
+    assert {"02", "08", "10"} <= set(names["shared"])  # seeds, bytes, one thread's CPU time
 
 
 def test_a_verdict_on_the_real_clock_or_not_judged_sends_its_notebook_alone(tmp_path):
@@ -30,11 +30,13 @@ def test_a_verdict_on_the_real_clock_or_not_judged_sends_its_notebook_alone(tmp_
     _notebook(tmp_path, "02_c.ipynb", "? not judged, the machine was busy: the ring …\n")
     _notebook(tmp_path, "03_d.ipynb", "✓ simulated link, real compute: overlap saves\n")
     _notebook(tmp_path, "04_e.ipynb", "the real clock says 2 s\n")  # prose, not a verdict
-    timings = {"00_a.ipynb": 5, "04_e.ipynb": 50}
+    _notebook(tmp_path, "05_f.ipynb", "✓ real clock (one thread's CPU time): it costs more\n")
+    timings = {"00_a.ipynb": 5, "04_e.ipynb": 50, "05_f.ipynb": 20}
     (tmp_path / "timings.json").write_text(json.dumps({"cpu": timings}))
     found = groups(tmp_path)
     assert [nb.name for nb in found["alone"]] == ["01_b.ipynb", "02_c.ipynb", "03_d.ipynb"]
-    assert [nb.name for nb in found["shared"]] == ["04_e.ipynb", "00_a.ipynb"]  # longest first
+    shared = ["04_e.ipynb", "05_f.ipynb", "00_a.ipynb"]  # longest first
+    assert [nb.name for nb in found["shared"]] == shared
 
 
 def test_the_script_prints_paths_from_the_repository_and_refuses_a_wrong_group():
