@@ -19,18 +19,24 @@ def _name(requirement: str) -> str:
     return re.split(r"[<>=!~ \[;]", requirement.strip(), maxsplit=1)[0].lower().replace("_", "-")
 
 
-def test_environment_yml_lists_the_same_packages_as_pyproject():
+def _bound(requirement: str) -> str:
+    return requirement.strip()[len(_name(requirement)) :].replace(" ", "")
+
+
+def test_environment_yml_lists_the_same_packages_as_pyproject_with_the_same_bounds():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    pip_names = {_name(r) for r in project["dependencies"]}
-    pip_names |= {_name(r) for group in project["optional-dependencies"].values() for r in group}
+    requirements = project["dependencies"] + sum(project["optional-dependencies"].values(), [])
+    pip_bounds = {_name(r): _bound(r) for r in requirements}
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
-    conda_names = set()
+    conda_bounds = {}
     for dep in env["dependencies"]:
         if isinstance(dep, dict):
-            conda_names |= {_name(r) for r in dep["pip"] if not r.startswith("-")}
+            conda_bounds |= {_name(r): _bound(r) for r in dep["pip"] if not r.startswith("-")}
         else:
-            conda_names.add(CONDA_TO_PIP.get(_name(dep), _name(dep)))
-    assert conda_names - NOT_PACKAGES == pip_names
+            conda_bounds[CONDA_TO_PIP.get(_name(dep), _name(dep))] = _bound(dep)
+    for name in NOT_PACKAGES:
+        conda_bounds.pop(name)
+    assert conda_bounds == pip_bounds
 
 
 def test_dependencies_are_lower_bounds_only():
