@@ -44,8 +44,8 @@ def slower_alone(ratio: float, at_least: float = 4.0, machine=None):
     """Timed one trial at a time, the smallest batch takes over `at_least` times as long."""
     return verdict(
         ratio > at_least,
-        f"timed alone, the smallest batch takes over {at_least:g}x as long per epoch as the "
-        "largest",
+        f"real clock: timed alone, the smallest batch takes over {at_least:g}x as long per "
+        "epoch as the largest",
         machine,
     )
 
@@ -60,8 +60,8 @@ def slower_side_by_side(ratio: float, jobs: int, at_least: float = 3.0, machine=
     """
     return verdict(
         ratio > at_least,
-        f"as in the report, with {jobs} trials at a time the smallest batch still takes over "
-        f"{at_least:g}x as long per epoch as the largest",
+        f"real clock: as in the report, with {jobs} trials at a time the smallest batch still "
+        f"takes over {at_least:g}x as long per epoch as the largest",
         machine,
     )
 

@@ -82,6 +82,27 @@ def test_every_verdict_whose_line_names_a_clock_is_declared():
     assert not undeclared, f"declare these with core.timing_claims.timing_claim: {undeclared}"
 
 
+def test_a_verdict_that_can_be_not_judged_names_the_real_clock_and_is_declared():
+    """`verdict(..., machine)` says "not judged" when other programs took the cores: its
+    time is on the real clock, and its line must say so (four of 01's did not). A helper
+    handed its line by its caller (`ddp.verdicts.slower_than`) leaves that to the caller."""
+    declared = _declared()
+    named = _functions_whose_line_names_a_clock()
+    for module in _chapter_modules():
+        path = PACKAGE.parent / Path(*module.split(".")).with_suffix(".py")
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.FunctionDef) and any(
+                isinstance(call, ast.Call)
+                and getattr(call.func, "id", "") == "verdict"
+                and len(call.args) + len(call.keywords) == 3
+                and not isinstance(call.args[1], ast.Name)
+                for call in ast.walk(node)
+            ):
+                name = f"{module}.{node.name}"
+                assert name in declared, name
+                assert name in named or declared[name].clock == "named by its rows", name
+
+
 def test_a_simulated_time_against_the_formula_it_was_charged_cannot_be_declared():
     with pytest.raises(ValueError, match="prediction"):
         timing_claims.timing_claim("simulated", "the formula the simulator charged", "t")

@@ -107,7 +107,8 @@ def test_epoch_time_verdicts_name_their_thresholds_and_fail_below_them(capsys):
     out = capsys.readouterr().out.splitlines()
     assert (
         out[-2]
-        == "✗ timed alone, the smallest batch takes over 4x as long per epoch as the largest"
+        == "✗ real clock: timed alone, the smallest batch takes over 4x as long per epoch as "
+        "the largest"
     )
     assert "with 4 trials at a time" in out[-1] and "over 3x" in out[-1]
 
