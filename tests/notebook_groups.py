@@ -21,24 +21,27 @@ import sys
 from pathlib import Path
 
 NOTEBOOKS = Path(__file__).parents[1] / "notebooks"
-# except on one thread's CPU time (08's checkpointing), which another program does not lengthen
+# ✓, ✗ or "? not judged" (core.checks), on the real clock or real compute; except on one
+# thread's CPU time (08's checkpointing), which another program does not lengthen
 REAL_CLOCK_VERDICT = re.compile(
-    r"^[✓✗?] .*(\breal (clock|compute)\b(?! \(one thread's CPU time\))|not judged)", re.MULTILINE
+    r"^[✓✗?] .*(\breal (clock|compute)\b(?! \(one thread's CPU time\))|not judged)"
 )
 
 
-def output_texts(notebook: Path) -> list[str]:
-    """The stored text of every output of the notebook's code cells."""
-    texts = []
+def printed_lines(notebook: Path) -> list[str]:
+    """What the notebook's code cells printed, where verdicts go: the lines
+    `course_utils.course.lab_length.stdout_lines` reads (not imported here, since importing
+    it takes torch and nbformat, 3.7 s, before each of the two phases)."""
+    lines = []
     for cell in json.loads(notebook.read_text())["cells"]:
-        for output in cell.get("outputs", []):
-            text = output.get("text", output.get("data", {}).get("text/plain", ""))
-            texts.append("".join(text))
-    return texts
+        for output in cell.get("outputs", []) if cell["cell_type"] == "code" else []:
+            if output.get("output_type") == "stream" and output.get("name") == "stdout":
+                lines += "".join(output.get("text", "")).splitlines()
+    return lines
 
 
 def times_the_real_clock(notebook: Path) -> bool:
-    return any(REAL_CLOCK_VERDICT.search(text) for text in output_texts(notebook))
+    return any(REAL_CLOCK_VERDICT.search(line) for line in printed_lines(notebook))
 
 
 def groups(folder: Path = NOTEBOOKS) -> dict[str, list[Path]]:

@@ -6,13 +6,18 @@ import json
 import subprocess
 import sys
 
-from notebook_groups import NOTEBOOKS, groups
+import nbformat
+from notebook_groups import NOTEBOOKS, groups, printed_lines
+
+from course_utils.core.checks import FAIL, NOT_JUDGED, PASS
+from course_utils.course.lab_length import stdout_lines
 
 SCRIPT = NOTEBOOKS.parent / "tests" / "notebook_groups.py"
 
 
 def _notebook(folder, name, *lines):
-    cells = [{"cell_type": "code", "outputs": [{"output_type": "stream", "text": list(lines)}]}]
+    stream = {"output_type": "stream", "name": "stdout", "text": list(lines)}
+    cells = [{"cell_type": "code", "outputs": [stream]}]
     (folder / name).write_text(json.dumps({"cells": cells}))
 
 
@@ -37,6 +42,13 @@ def test_a_verdict_on_the_real_clock_or_not_judged_sends_its_notebook_alone(tmp_
     assert [nb.name for nb in found["alone"]] == ["01_b.ipynb", "02_c.ipynb", "03_d.ipynb"]
     shared = ["04_e.ipynb", "05_f.ipynb", "00_a.ipynb"]  # longest first
     assert [nb.name for nb in found["shared"]] == shared
+
+
+def test_it_reads_the_lines_the_course_reads_verdicts_from():
+    assert (PASS, FAIL, NOT_JUDGED[0]) == ("✓", "✗", "?")  # what its pattern starts with
+    for notebook in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")):
+        cells = nbformat.read(notebook, as_version=4).cells
+        assert printed_lines(notebook) == [line for c in cells for line in stdout_lines(c)]
 
 
 def test_the_script_prints_paths_from_the_repository_and_refuses_a_wrong_group():

@@ -35,29 +35,34 @@ def _declared() -> dict:
     return dict(timing_claims.DECLARED)
 
 
+def _functions():
+    """(dotted name, AST) of every module-level function of the chapters."""
+    for module in _chapter_modules():
+        path = PACKAGE.parent / Path(*module.split(".")).with_suffix(".py")
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.FunctionDef):
+                yield f"{module}.{node.name}", node
+
+
 def _functions_whose_line_names_a_clock() -> set[str]:
     """Module-level functions that build a verdict whose text says 'real clock',
     'simulated clock' or 'simulated link' (string literals inside a `verdict(...)` call)."""
     found = set()
-    for module in _chapter_modules():
-        path = PACKAGE.parent / Path(*module.split(".")).with_suffix(".py")
-        for node in ast.parse(path.read_text()).body:
-            if not isinstance(node, ast.FunctionDef):
+    for name, node in _functions():
+        for call in ast.walk(node):
+            if not (isinstance(call, ast.Call) and getattr(call.func, "id", "") == "verdict"):
                 continue
-            for call in ast.walk(node):
-                if not (isinstance(call, ast.Call) and getattr(call.func, "id", "") == "verdict"):
-                    continue
-                texts = [
-                    c.value
-                    for c in ast.walk(call)
-                    if isinstance(c, ast.Constant) and isinstance(c.value, str)
-                ]
-                if any(CLOCK_IN_LINE.search(t) for t in texts) or any(
-                    "_clock(" in ast.unparse(a) or a.__class__ is ast.JoinedStr
-                    and "clock" in ast.unparse(a) and "{clock}" in ast.unparse(a)
-                    for a in call.args
-                ):  # fmt: skip
-                    found.add(f"{module}.{node.name}")
+            texts = [
+                c.value
+                for c in ast.walk(call)
+                if isinstance(c, ast.Constant) and isinstance(c.value, str)
+            ]
+            if any(CLOCK_IN_LINE.search(t) for t in texts) or any(
+                "_clock(" in ast.unparse(a) or a.__class__ is ast.JoinedStr
+                and "clock" in ast.unparse(a) and "{clock}" in ast.unparse(a)
+                for a in call.args
+            ):  # fmt: skip
+                found.add(name)
     return found
 
 
@@ -88,19 +93,16 @@ def test_a_verdict_that_can_be_not_judged_names_the_real_clock_and_is_declared()
     handed its line by its caller (`ddp.verdicts.slower_than`) leaves that to the caller."""
     declared = _declared()
     named = _functions_whose_line_names_a_clock()
-    for module in _chapter_modules():
-        path = PACKAGE.parent / Path(*module.split(".")).with_suffix(".py")
-        for node in ast.parse(path.read_text()).body:
-            if isinstance(node, ast.FunctionDef) and any(
-                isinstance(call, ast.Call)
-                and getattr(call.func, "id", "") == "verdict"
-                and len(call.args) + len(call.keywords) == 3
-                and not isinstance(call.args[1], ast.Name)
-                for call in ast.walk(node)
-            ):
-                name = f"{module}.{node.name}"
-                assert name in declared, name
-                assert name in named or declared[name].clock == "named by its rows", name
+    for name, node in _functions():
+        if any(
+            isinstance(call, ast.Call)
+            and getattr(call.func, "id", "") == "verdict"
+            and len(call.args) + len(call.keywords) == 3
+            and not isinstance(call.args[1], ast.Name)
+            for call in ast.walk(node)
+        ):
+            assert name in declared, name
+            assert name in named or declared[name].clock == "named by its rows", name
 
 
 def test_a_simulated_time_against_the_formula_it_was_charged_cannot_be_declared():
