@@ -16,7 +16,7 @@ import numpy as np
 from ..core.checks import verdict
 from ..core.timing_claims import timing_claim
 
-FAILS_IN = "test_epoch_time_verdicts_name_their_thresholds_and_fail_below_them"
+FAILS_IN = "test_epoch_time_verdicts_fail_for_a_sweep_whose_trials_ignore_their_batch"
 
 
 def ratio(seconds_per_epoch: dict) -> float:

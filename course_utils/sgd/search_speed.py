@@ -20,7 +20,7 @@ def ideal_speedup(trial_seconds: list[float], jobs: int, cores: int | None = Non
     return total / max(total / lanes, max(trial_seconds)) if total > 0 else 1.0
 
 
-@timing_claim("real", "threshold", "test_near_ideal_fails_for_a_barely_faster_search")
+@timing_claim("real", "threshold", "test_near_ideal_fails_for_trials_run_one_by_one")
 def near_ideal(
     speedup: float, ideal: float, share: float = 0.75, machine: MachineShare | None = None
 ):

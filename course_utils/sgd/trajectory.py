@@ -123,7 +123,7 @@ def _race_one(net, dataset, batch: int, lrs, updates: float, whole, seed, thread
             "seconds": runs[best].seconds, "updates": steps}  # fmt: skip
 
 
-@timing_claim("real", "measurement", "test_race_verdict_fails_when_another_method_wins")
+@timing_claim("real", "measurement", "test_race_fails_where_every_update_costs_alike")
 def wins_race(results: dict, winner: str, margin: float = 0.0, machine=None):
     """`winner`, at its best lr, ends with the lowest loss, below each other's by `margin`.
     The race's budget comes from real update times: `machine` is their measurement's share."""

@@ -1,7 +1,7 @@
-"""01's claim on its batch-size sweep, fed as the notebook feeds it (a grid sweep of the
-default trial, one trial at a time, averaged per batch size): at one epoch budget the
-largest batch ends worst, and a sweep that gives every batch the same number of updates
-prints ✗."""
+"""01's claims on its batch-size sweep, fed as the notebook feeds them (a grid sweep of the
+default trial, averaged per batch size): at one epoch budget the largest batch ends worst,
+and a sweep that gives every batch the same number of updates prints ✗; the smallest batch
+takes longest per epoch, and a sweep whose trials all train on one batch size prints ✗."""
 
 from __future__ import annotations
 
@@ -44,3 +44,25 @@ def test_at_one_update_budget_the_largest_batch_does_not_end_worst(capsys):
     assert train_loss[-1] < train_loss[0]  # as many updates, more samples in each: lower
     assert not epoch_time.largest_batch_ends_worst(test_acc, train_loss)
     assert "✗ at a fixed lr and epoch budget" in capsys.readouterr().out
+
+
+def same_batch_trial(batch_size: int, seed: int = 0) -> dict:
+    """The slip: the trial ignores the batch size its config gives it and trains on the
+    largest, so every "batch size" of the sweep runs the same work."""
+    return train_trial(batch_size=max(BATCHES), seed=seed)
+
+
+same_batch_trial.metrics = train_trial.metrics
+
+
+def test_epoch_time_verdicts_fail_for_a_sweep_whose_trials_ignore_their_batch(capsys):
+    """01's two epoch-time ratios, from the notebook's sweep one at a time and 4 at a time:
+    where the batches are in fact alike, neither ratio comes near its threshold."""
+    grid = {**GRID, "parameters": {**GRID["parameters"], "seed": {"values": [0, 1]}}}
+    for jobs, verdict in ((1, epoch_time.slower_alone), (4, epoch_time.slower_side_by_side)):
+        result = sgd.run_sweep(grid, jobs=jobs, trial=same_batch_trial)
+        factor = epoch_time.ratio(result.mean_by("batch_size", "seconds_per_epoch"))
+        assert not (verdict(factor) if jobs == 1 else verdict(factor, jobs)).ok
+    out = capsys.readouterr().out
+    assert "✗ real clock: timed alone, the smallest batch takes over 4x" in out
+    assert "✗ real clock: as in the report, with 4 trials at a time" in out

@@ -4,6 +4,7 @@ effect is absent prints ✗; the path and the race run for real on a tiny proble
 from __future__ import annotations
 
 import math
+import time
 
 import pytest
 import torch
@@ -11,7 +12,7 @@ from recorded_bars import record_bars
 
 from course_utils.core import data, models, profiles, training
 from course_utils.core.machine import MachineShare
-from course_utils.sgd import epoch_time, search_speed, trajectory
+from course_utils.sgd import epoch_time, search_speed, sweep, trajectory
 
 
 def test_mean_rise_counts_only_rises():
@@ -74,6 +75,30 @@ def test_near_ideal_fails_for_a_barely_faster_search(capsys):
     assert search_speed.near_ideal(1.9, 2.0, 0.75).ok
     assert not search_speed.near_ideal(1.1, 2.0, 0.75).ok  # sooner, but far from the ideal
     assert not search_speed.near_ideal(0.9, 1.0, 0.75).ok  # slower than one by one
+
+
+def _sleeps(x: int = 0) -> dict:
+    """A trial whose time is a sleep: side by side, such trials overlap on any machine."""
+    time.sleep(0.3)
+    return {"loss": float(x)}
+
+
+def test_near_ideal_fails_for_trials_run_one_by_one(monkeypatch, capsys):
+    """01's search timed as the notebook times it, where the runner told `jobs=2` starts
+    one trial at a time: its speedup is about 1x, against an ideal of 2x."""
+    grid = {
+        "algorithm": "grid",
+        "parameters": {"x": {"values": [0, 1, 2, 3]}},
+        "spec": {"metric": "loss", "objective": "minimize"},
+    }
+    one_by_one = sweep.run(grid, jobs=1, trial=_sleeps)
+    serial = sweep.run_calls
+    monkeypatch.setattr(sweep, "run_calls", lambda *a, jobs, **k: serial(*a, jobs=1, **k))
+    side_by_side = sweep.run(grid, jobs=2, trial=_sleeps)
+    ideal = search_speed.ideal_speedup([t.seconds for t in one_by_one.trials], 2, cores=2)
+    assert ideal == pytest.approx(2.0, rel=0.1)
+    assert not search_speed.near_ideal(one_by_one.seconds / side_by_side.seconds, ideal, 0.6)
+    assert "✗ real clock: the parallel search's speedup" in capsys.readouterr().out
 
 
 def test_near_ideal_is_not_judged_when_other_programs_took_the_cores():
@@ -140,13 +165,15 @@ def test_an_epochs_time_splits_into_its_per_update_and_per_sample_parts():
 # world without its effect, where the noisy method's batch is the whole set as well
 
 
-def _run(samples, batch_size, max_steps):
+def _net():
     P = profiles.get("cpu")
-    S = P.sgd
-    shape, classes = data.load(P.dataset).input_shape, 10
-    net = models.build(P.model, shape, classes, S.hidden, seed=0)
+    return models.build(P.model, data.load(P.dataset).input_shape, 10, P.sgd.hidden, seed=0)
+
+
+def _run(samples, batch_size, max_steps):
+    S = profiles.get("cpu").sgd
     return training.train(
-        net,
+        _net(),
         training.tensor_loader(samples, batch_size, seed=0),
         training.Recipe(max_steps=max_steps, lr=S.compare_lr, seed=0, threads=1),
         training.Evaluation(
@@ -201,3 +228,28 @@ def test_update_cost_verdicts_fail_where_the_batches_are_alike(few_samples, monk
     out = capsys.readouterr().out
     assert "✗ real clock: a full-batch GD update costs over 10 times" in out
     assert "✗ real clock: mini-batches process samples over 5 times faster" in out
+
+
+def test_race_fails_where_every_update_costs_alike(few_samples, monkeypatch, capsys):
+    """01's race, its budget set as the notebook sets it (each method's seconds per update,
+    the mini-batch run's training time), on a clock where an update costs about the same
+    whatever its batch: GD makes updates at nearly mini-batch SGD's rate, each exact, and
+    ends lowest. (On the real clock here, GD's update costs 4x mini-batch's.)"""
+    monkeypatch.setattr(training, "time", _StepClock())
+    n = len(few_samples)
+    runs = {"gd": _run(few_samples, n, 20), "sgd": _run(few_samples, 1, 300)}
+    runs["mb"] = _run(few_samples, 32, 4 * n // 32)
+    monkeypatch.undo()
+    per_update = {name: h.seconds / h.steps for name, h in runs.items()}
+    raced = trajectory.race(
+        _net(),
+        few_samples,
+        {"gd": n, "sgd": 1, "mb": 32},
+        profiles.get("cpu").sgd.race_lrs,
+        runs["mb"].eval_seconds[-1],
+        per_update,
+        threads=1,
+    )
+    assert raced["gd"]["loss"] < raced["mb"]["loss"]
+    assert not trajectory.wins_race(raced, "mb", margin=0.1)
+    assert "✗ real clock: in the same training time" in capsys.readouterr().out
