@@ -152,7 +152,7 @@ def checkpointing_saves_bytes(rows: list[dict], least: float = 0.5) -> Verdict:
     )
 
 
-@timing_claim("real", "measurement", "test_checkpointing_verdicts")
+@timing_claim("real", "measurement", "test_recomputing_blocks_thrice_fails_the_time_verdict")
 def checkpointing_costs_a_forward(rows: list[dict], most: float = 1.5) -> Verdict:
     """Checkpointing leaves the gradients as they were, and every block costs more time,
     but at most about one extra forward pass (both the median step's CPU time of the thread

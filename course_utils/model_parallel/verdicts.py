@@ -17,9 +17,10 @@ from .timeline import Timeline
 
 # where each timing verdict prints ✗ on a broken variant (`core.timing_claims`)
 _1F1B_FAILS = "test_1f1b_verdicts_fail_when_it_holds_as_much_as_gpipe"
-_BUBBLE_FAILS = "test_bubble_verdicts_fail_without_their_effect"
+_EXPLAINED_FAILS = "test_a_pipeline_waiting_off_schedule_is_measured_above_the_play_out"
+_SHRINKS_FAILS = "test_the_shrinking_bubble_verdict_fails_for_a_pipeline_that_does_not_overlap"
 _UNBALANCED_FAILS = "test_the_pace_verdict_fails_when_the_heavy_stage_is_not_heavier"
-_SCHEDULES_FAILS = "test_schedule_bubble_verdicts_fail_without_their_effect"
+_SCHEDULES_FAILS = "test_the_bubble_below_verdict_fails_for_a_schedule_that_gains_nothing"
 
 
 # ------------------------------------------------------------- 1. same arithmetic
@@ -72,7 +73,7 @@ def _clock(rows: list[dict]) -> str:
     return clocks.pop()
 
 
-@timing_claim("named by its rows", "schedule", _BUBBLE_FAILS)
+@timing_claim("named by its rows", "schedule", _EXPLAINED_FAILS)
 def bubble_explained_by_stage_times(
     rows: list[dict], margin: float = 0.05, machine: MachineShare | None = None
 ) -> Verdict:
@@ -94,7 +95,7 @@ def bubble_explained_by_stage_times(
     )
 
 
-@timing_claim("named by its rows", "threshold", _BUBBLE_FAILS)
+@timing_claim("named by its rows", "threshold", _SHRINKS_FAILS)
 def bubble_shrinks(rows: list[dict], noise=0.1, machine: MachineShare | None = None) -> Verdict:
     """The bubble at the largest M at most half of M = 1's, and no increase of M raising it
     by more than `noise` of the smaller M's bubble. A pipeline that does not overlap its

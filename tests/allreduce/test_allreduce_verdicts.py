@@ -152,6 +152,17 @@ def test_busbw_flat_fails_for_a_tree_like_curve():
         ).ok
 
 
+def test_busbw_flat_fails_for_a_ring_sending_all_to_one_rank(monkeypatch):
+    """05's busbw from the simulated times, as the notebook takes them, where "ring" runs
+    the parameter server's schedule: rank 0 takes N - 1 whole tensors in turn, so the time
+    grows with N and the busbw falls."""
+    monkeypatch.setitem(algorithms.ALGORITHMS, "ring", algorithms.ALGORITHMS["parameter_server"])
+    size = 1 << 18
+    measured, _ = _simulated(("ring",), (2, 8), (size,))
+    busbw = {n: verdicts.bus_bandwidth(size, measured[n]["ring"][-1], n) for n in (2, 8)}
+    assert not verdicts.busbw_flat(busbw).ok
+
+
 def test_bus_bandwidth_is_nccl_tests_definition():
     assert verdicts.bus_bandwidth(1000, 1.0, 4) == pytest.approx(1500)
 

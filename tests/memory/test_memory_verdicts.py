@@ -118,6 +118,22 @@ def test_precision_verdicts():
     assert not v.bf16_keeps_accuracy({**race, "bf16": {"accuracy": 0.3}})
 
 
+def test_precision_verdicts_fail_through_the_notebooks_calls_without_their_effect(capsys):
+    """08's two calls at the profile's sizes, each in a world without its effect: a
+    GradScaler whose scale is 1 (the scale left at its floor) rescues no gradient, and
+    additions of a weight's own fp16 spacing (2^-10 at 1.0) move the fp16 weight."""
+    from course_utils.core import profiles
+    from course_utils.memory import precision, runs
+
+    M = profiles.get("cpu").memory
+    x, y = runs.batches(1, 64)
+    unscaled = precision.underflow(M.widths, x[0], y[0], M.loss_shrink, scale=1.0)
+    assert not v.loss_scaling_rescues(unscaled)
+    assert not v.fp16_sum_stalls(precision.small_sums(M.small_terms, 2.0**-10))
+    out = capsys.readouterr().out
+    assert "✗ without a loss scale fp16 flushes" in out and "✗ small additions vanish" in out
+
+
 def _ckpt(checkpointed, saved, step, forward=1.0, grad=0.0, peak=None):
     return {
         "checkpointed": checkpointed,
@@ -164,7 +180,7 @@ def test_fsdp_settings_verdicts_fail_where_the_effect_is_absent():
     assert not v.mixed_precision_policy_in_bf16(_settings(stored_mixed=50))  # bf16 shards
 
 
-def test_a_recomputation_that_runs_each_block_three_times_fails_the_time_verdict(monkeypatch):
+def test_recomputing_blocks_thrice_fails_the_time_verdict(monkeypatch):
     """The notebook's own measurement, with a checkpoint() that wastes two more forward
     passes of the block in forward and in backward: about 5 extra forwards, not 1."""
     from torch.utils.checkpoint import checkpoint

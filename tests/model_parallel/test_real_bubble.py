@@ -198,7 +198,7 @@ def test_handoffs_count_only_what_a_waiting_receiver_waited_for():
     assert handoff_seconds(simulate("gpipe", 2, 2), chunks=1) == []  # on paper: no waits
 
 
-def test_a_pipeline_that_waits_where_its_schedule_does_not_is_measured_above_the_play_out():
+def test_a_pipeline_waiting_off_schedule_is_measured_above_the_play_out():
     """The broken variant of the played-out check: a pipeline that passes results on only
     after its whole forward pass (the naive schedule's sends) judged as GPipe."""
     from course_utils.model_parallel import verdicts
