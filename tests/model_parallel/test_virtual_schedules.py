@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from course_utils.model_parallel import torch_pipelining
+from course_utils.model_parallel import torch_pipelining, verdicts
 from course_utils.model_parallel.schedule_check import (
     check_handoffs,
     check_orders,
@@ -94,10 +94,12 @@ def test_a_difference_beside_the_known_one_is_left_unexplained(monkeypatch):
         return orders
 
     monkeypatch.setattr(torch_pipelining, "torch_orders", late_forward)
-    assert unexplained_differences("gpipe", 2, 4) == [
+    late = {"gpipe": unexplained_differences("gpipe", 2, 4)}
+    assert late["gpipe"] == [
         "rank 0, op 1: the course runs "
         "[('F', 1, 0), ('F', 2, 0), ('F', 3, 0)], PyTorch [('F', 2, 0), ('F', 1, 0), ('F', 3, 0)]"
     ]
+    assert not verdicts.orders_match_pytorch(late)  # and 06's verdict prints ✗
     monkeypatch.setattr(torch_pipelining, "torch_orders", lambda s, *a: plan(s).orders(*a[:2]))
     assert len(unexplained_differences("gpipe", 2, 4)) == 2  # the known one no longer holds
 

@@ -37,6 +37,24 @@ def test_exact_steps_verdict_has_a_bound_that_can_fail_both_ways(capsys):
     assert capsys.readouterr().out.splitlines()[-1].startswith("✗ GD's exact steps")
 
 
+def test_path_verdicts_fail_where_every_method_steps_with_the_minibatch(few_samples, capsys):
+    """01's mean rises as the notebook takes them (`loss_path` from one net, a method's
+    batch each), with the slip of one batch size for all three: the paths are alike, so
+    batch-1 SGD is no noisier, and "GD" rises as mini-batch does."""
+    S = profiles.get("cpu").sgd
+    batch_of = {"gd": 32, "sgd": 32, "mb": 32}  # meant: the whole set, 1 and 32
+    rises = {
+        name: trajectory.mean_rise(
+            trajectory.loss_path(_net(), few_samples, b, S.compare_lr, S.path_updates, threads=1)
+        )
+        for name, b in batch_of.items()
+    }
+    assert not trajectory.noisier_with_smaller_batches(rises, "sgd", "mb")
+    assert not trajectory.exact_steps_barely_rise(rises, "gd", "mb")
+    out = capsys.readouterr().out
+    assert "✗ along the path" in out and "✗ GD's exact steps" in out
+
+
 def test_race_verdict_fails_when_another_method_wins():
     def res(gd, sgd, mb):
         return {"gd": {"loss": gd}, "sgd": {"loss": sgd}, "mb": {"loss": mb}}
