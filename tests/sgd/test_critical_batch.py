@@ -129,6 +129,31 @@ def test_a_tiny_sweep_finds_steps_per_batch():
     assert len(got.b_crit_by_seed) == 1
 
 
+def test_scaling_regimes_fail_for_a_sweep_whose_trials_ignore_their_batch(capsys):
+    """01's sweep and fit as the notebook runs them, with the slip of a trial that trains
+    every configuration as the first (batch 64 at its lr): every batch takes the same
+    updates, so doubling the batch saves none of the ideal halving."""
+    sizes = dataclasses.replace(
+        profiles.get("cpu").sgd,
+        hidden=16,
+        critical_batch_sizes=(64, 256, 1024),
+        critical_lr_factors=(1.0,),
+        critical_target=2.2,
+        critical_max_samples=200 * 256,
+        critical_seeds=(0,),
+    )
+    first = (64, sizes.critical_base_lr)
+    result = sweep.run(
+        critical_batch.config(sizes),
+        jobs=2,
+        trial=lambda batch_and_lr, seed=0: critical_batch.steps_trial(first, seed, sizes),
+    )
+    found = critical_batch.best_steps(result)
+    assert len(set(found.steps)) == 1 and math.isfinite(found.steps[0])
+    critical_batch.scaling_regimes(found)  # two lines; the first is the small end's
+    assert "✗ at the smallest batches a larger batch saves" in capsys.readouterr().out
+
+
 def test_notebook_01s_noise_scale_is_recomputed_at_its_weights():
     """Notebook 01 evaluates the loss along its mini-batch run; `at_minibatch_run` trains
     without evaluating. Evaluating moves no weight, so both measure at the same point."""
