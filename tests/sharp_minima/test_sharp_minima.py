@@ -11,7 +11,7 @@ import torch
 
 from course_utils.core import profiles
 from course_utils.sgd import sweep
-from course_utils.sharp_minima import arms, landscape, results
+from course_utils.sharp_minima import arms, landscape, results, verdicts
 from course_utils.sharp_minima import charts as plots
 from course_utils.sharp_minima import experiments as sharp_minima
 
@@ -131,6 +131,12 @@ def test_sweep_trials_equal_their_serial_twins(prob):
         landscape.loss_along_line(a, b, {"train": closure}, alphas)["train"], rel=1e-6
     )
     assert all(math.isfinite(v) for v in line["test_loss"])
+    # 02's valley widths with the slip of the small-batch solution at both ends: the line
+    # is one point, as wide on either side, and the verdict prints ✗
+    at = sharp_minima.line_alphas(dataclasses.replace(TINY, line_points=9))  # 0 and 1 in it
+    same = sharp_minima.along_line(a, a, prob, at, TINY.measure_samples)["train_loss"]
+    width = [sharp_minima.valley_width(at, same, end, TINY.valley_rise) for end in (0, 1)]
+    assert not verdicts.valley_narrower([tuple(width)], 0.8)
     assert plots.sharpness_by_arm({"small": small, "large": large}).axes
     assert plots.line_between_solutions(alphas, [line]).axes
 
