@@ -39,6 +39,21 @@ def test_tp_matches_unsplit_fails_for_a_gradient_that_differs():
     assert not v.tp_matches_unsplit([_report(), _report(grad=0.1)])
 
 
+def test_tp_matches_unsplit_fails_where_f_forgets_its_backward_all_reduce(monkeypatch):
+    """06's comparison on real ranks, with Megatron's f missing the all-reduce of its backward
+    pass: each rank's input gradient is only its own share's part of the sum."""
+    from course_utils.parallel import tensor_parallel as plain
+
+    def forgets(ctx, grad):
+        return grad, None
+
+    monkeypatch.setattr(plain.CopyToTensorRegion, "backward", staticmethod(forgets))
+    widths = [40, 64, 64, 64, 12]
+    reports = launch(tp.compare_with_unsplit, 2, backend="gloo", args=(widths, 16, "column_row"))
+    assert all(r["output_max_diff"] < 1e-5 for r in reports)  # forward untouched
+    assert not v.tp_matches_unsplit(reports)
+
+
 def _traffic(style: str) -> tuple[dict, float]:
     """What one training step of `style` put across torch.distributed, as 06 counts it."""
     widths, layers = [40, 64, 64, 64, 12], 4
