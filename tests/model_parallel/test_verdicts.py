@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import types
+
 import pytest
+import torch
 
 from course_utils.core.machine import MachineShare
-from course_utils.model_parallel import real_compute_run
+from course_utils.model_parallel import (
+    Work,
+    mlp,
+    real_compute_run,
+    run_pipeline,
+    serial_step,
+    virtual_pipeline,
+)
 from course_utils.model_parallel import tensor_parallel as tp
 from course_utils.model_parallel import verdicts as v
 from course_utils.model_parallel.schedule_play import simulate
@@ -23,6 +33,22 @@ def test_matches_unsplit_fails_for_a_gradient_or_loss_that_differs():
     assert v.matches_unsplit({"gpipe": 1e-8}, {"gpipe": 2.3}, 2.3)
     assert not v.matches_unsplit({"gpipe": 1e-3}, {"gpipe": 2.3}, 2.3)
     assert not v.matches_unsplit({"gpipe": 1e-8}, {"gpipe": 2.4}, 2.3)
+
+
+def test_matches_unsplit_fails_for_a_pipeline_that_sums_its_losses(monkeypatch):
+    """06's comparison as the notebook makes it, where the pipeline's loss sums over a
+    micro-batch's samples instead of averaging them: its loss and gradients are 6x too big."""
+
+    def summed(out, y):
+        return torch.nn.functional.cross_entropy(out, y, reduction="sum")
+
+    model, gen = mlp([40, 16, 16, 10], seed=1), torch.Generator().manual_seed(0)
+    x, y = torch.randn(24, 40, generator=gen), torch.randint(0, 10, (24,), generator=gen)
+    loss, twin = serial_step(model, x, y)
+    monkeypatch.setattr(virtual_pipeline, "F", types.SimpleNamespace(cross_entropy=summed))
+    run = run_pipeline("gpipe", stages=2, microbatches=4, work=Work(model, x, y))
+    gap = max((a - b).abs().max().item() for a, b in zip(run.grads, twin, strict=True))
+    assert not v.matches_unsplit({"gpipe": gap}, {"gpipe": run.loss}, loss)
 
 
 def _report(out=1e-8, grad=1e-8, stored=50, full=100):
