@@ -141,6 +141,21 @@ def test_sweep_trials_equal_their_serial_twins(prob):
     assert plots.line_between_solutions(alphas, [line]).axes
 
 
+def test_the_arm_verdicts_fail_for_a_sweep_whose_large_arm_is_the_small_one(capsys):
+    """02's sweep and `by_arm` as the notebook runs them, with the slip of the large arm's
+    batch and lr set to the small arm's: the two arms are one run, so nothing separates
+    them, and each verdict on the pair prints ✗."""
+    alike = dataclasses.replace(TINY, large_batch=TINY.small_batch, large_lr=TINY.small_lr)
+    config = arms.sweep_config(alike, ("small", "large"))
+    runs = results.by_arm([sweep.run(config, jobs=2, trial=sharp_minima.trial_for(alike))], alike)
+    small, large = runs["small"], runs["large"]
+    assert not verdicts.more_passes(small, large)
+    assert not verdicts.fewer_updates(small, large)
+    assert not verdicts.tests_worse(small, large, "the large arm", "the small one")
+    assert not verdicts.sharper(small, large, "the large arm", "the small one")
+    assert capsys.readouterr().out.count("✗") == 4
+
+
 def test_a_failed_trial_is_reported():
     result = sweep.run(
         arms.sweep_config(TINY, ("small", "large")),
