@@ -180,6 +180,16 @@ def test_fsdp_settings_verdicts_fail_where_the_effect_is_absent():
     assert not v.mixed_precision_policy_in_bf16(_settings(stored_mixed=50))  # bf16 shards
 
 
+def test_a_checkpoint_that_is_a_plain_call_fails_the_bytes_verdict(monkeypatch):
+    """08's measurement with checkpoint() a plain call of the block: every block keeps its
+    activations for backward, so checkpointing more blocks saves no bytes."""
+    from course_utils.memory import checkpointing
+
+    monkeypatch.setattr(checkpointing, "checkpoint", lambda block, x, use_reentrant: block(x))
+    rows = checkpointing._checkpointed_on_rank(4, 16, 8, (0, 2, 1), 1)
+    assert not v.checkpointing_saves_bytes(rows)
+
+
 def test_recomputing_blocks_thrice_fails_the_time_verdict(monkeypatch):
     """The notebook's own measurement, with a checkpoint() that wastes two more forward
     passes of the block in forward and in backward: about 5 extra forwards, not 1."""
