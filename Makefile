@@ -56,9 +56,10 @@ lint: $(STAMP)
 
 # -p no:nbval: the plugin imports nbformat in the controller and every worker, and its
 # jsonschema imports rfc3987_syntax, which builds a grammar as it loads (1.3 s of the 1.6 s
-# `import nbformat` takes here); the unit tests run no notebook through it.
+# `import nbformat` takes here); the unit tests run no notebook through it. The longest
+# files first, in the order tests/conftest.py sorts them.
 unit: $(STAMP)
-	$(BIN)/python -m pytest -p no:nbval -n $(PYTEST_WORKERS) --dist loadfile --durations=15 tests
+	$(BIN)/python -m pytest -p no:nbval -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15 tests
 
 # The notebooks with no verdict on the real clock two at a time, longest first; then the
 # others one at a time, with both cores to themselves (tests/notebook_groups.py says why).
@@ -79,7 +80,7 @@ test-oldest:
 	$(OLDEST_VENV)/bin/python -m pip install --quiet "pip>=23"
 	$(OLDEST_VENV)/bin/python -m pip install --quiet $(OLDEST_PAIR) -e ".[dev]"
 	$(OLDEST_VENV)/bin/python -c "import torch, torchvision; print('oldest pair:', torch.__version__, torchvision.__version__)"
-	$(OLDEST_VENV)/bin/python -m pytest -p no:nbval -n $(PYTEST_WORKERS) --dist loadfile --durations=15 tests
+	$(OLDEST_VENV)/bin/python -m pytest -p no:nbval -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15 tests
 
 # Does `make test` hold on a busy machine? Real-clock verdicts may say "not judged"; no other may flip.
 stress: $(STAMP)

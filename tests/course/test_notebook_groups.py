@@ -57,3 +57,13 @@ def test_the_script_prints_paths_from_the_repository_and_refuses_a_wrong_group()
     assert all(path.startswith("notebooks/") for path in shared.stdout.split())
     wrong = subprocess.run([*run, "both"], capture_output=True, text=True)
     assert wrong.returncode != 0 and "shared|alone" in wrong.stderr
+
+
+def test_the_unit_stage_orders_files_that_exist():
+    """tests/conftest.py runs the files of `file_seconds.json` longest first; a renamed or
+    removed file left in it would no longer be found, and the new name would run last."""
+    root = NOTEBOOKS.parent
+    seconds = json.loads((root / "tests" / "file_seconds.json").read_text())
+    assert seconds and all(isinstance(s, (int, float)) and s >= 0 for s in seconds.values())
+    assert [p for p in seconds if not (root / p).is_file()] == []
+    assert list(seconds.values()) == sorted(seconds.values(), reverse=True)
