@@ -78,6 +78,9 @@ def test_shard_diffs_see_an_untrained_or_misplaced_shard():
     assert mesh_runs.shard_diffs([other_tp], SIZES, trained)[5] > SIZES.tolerance
     other_stage = {**_report(7, trained), "rank": 5, "coords": _report(5, trained)["coords"]}
     assert mesh_runs.shard_diffs([other_stage], SIZES, trained)[5] == math.inf
+    for wrong in (untrained, other_tp, other_stage):  # 11's verdict on what shard_diffs found
+        diffs = mesh_runs.shard_diffs([_report(0, trained), wrong], SIZES, trained)
+        assert not v.mesh_equals_one_process(diffs, SIZES.tolerance)
 
 
 def test_a_mesh_the_model_or_batch_cannot_fill_is_refused():
