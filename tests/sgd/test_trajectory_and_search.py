@@ -11,7 +11,7 @@ import torch
 from recorded_bars import record_bars
 
 from course_utils.core import data, models, profiles, training
-from course_utils.core.machine import MachineShare
+from course_utils.core.machine import MachineShare, busiest, on_a_quiet_machine
 from course_utils.sgd import epoch_time, search_speed, sweep, trajectory
 
 
@@ -96,27 +96,34 @@ def test_near_ideal_fails_for_a_barely_faster_search(capsys):
 
 
 def _sleeps(x: int = 0) -> dict:
-    """A trial whose time is a sleep: side by side, such trials overlap on any machine."""
-    time.sleep(0.1)
+    """A trial whose time is a sleep: side by side, such trials overlap on any machine, and
+    a trial's start (10-30 ms) is a small part of its 0.3 s."""
+    time.sleep(0.3)
     return {"loss": float(x)}
 
 
 def test_near_ideal_fails_for_trials_run_one_by_one(monkeypatch, capsys):
     """01's search timed as the notebook times it, where the runner told `jobs=2` starts
-    one trial at a time: its speedup is about 1x, against an ideal of 2x."""
+    one trial at a time: its speedup is about 1x, against an ideal of 2x. As in the notebook,
+    it is not judged where other programs took the cores: there the trials' start-up times
+    set the ratio (1.21x with 0.1-s trials beside a CPU hog, where 1.14x passed)."""
     grid = {
         "algorithm": "grid",
-        "parameters": {"x": {"values": [0, 1]}},
+        "parameters": {"x": {"values": [0, 1, 2, 3]}},
         "spec": {"metric": "loss", "objective": "minimize"},
     }
-    one_by_one = sweep.run(grid, jobs=1, trial=_sleeps)
+    one_by_one, alone = on_a_quiet_machine(
+        lambda: sweep.run(grid, jobs=1, trial=_sleeps), cores=1, attempts=1
+    )
     serial = sweep.run_calls
     monkeypatch.setattr(sweep, "run_calls", lambda *a, jobs, **k: serial(*a, jobs=1, **k))
-    side_by_side = sweep.run(grid, jobs=2, trial=_sleeps)
+    side_by_side, searching = on_a_quiet_machine(
+        lambda: sweep.run(grid, jobs=2, trial=_sleeps), cores=2, attempts=1
+    )
     ideal = search_speed.ideal_speedup([t.seconds for t in one_by_one.trials], 2, cores=2)
-    assert ideal == pytest.approx(2.0, rel=0.1)
-    assert not search_speed.near_ideal(one_by_one.seconds / side_by_side.seconds, ideal, 0.6)
-    assert "✗ real clock: the parallel search's speedup" in capsys.readouterr().out
+    speedup = one_by_one.seconds / side_by_side.seconds
+    assert not search_speed.near_ideal(speedup, ideal, 0.6, busiest(alone, searching))
+    assert "real clock: the parallel search's speedup" in capsys.readouterr().out
 
 
 def test_near_ideal_is_not_judged_when_other_programs_took_the_cores():
