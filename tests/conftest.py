@@ -72,8 +72,10 @@ def pytest_runtest_logreport(report):
 
 def pytest_sessionfinish(session):
     """With COURSE_FILE_SECONDS set, write each file's seconds (setup, call and teardown of
-    its tests) to `file_seconds.json`: in the controller, which gets every worker's reports."""
+    its tests) to `file_seconds.json`: in the controller, which gets every worker's reports.
+    The files this run did not reach keep their seconds, so a partial run loses none."""
     if os.environ.get("COURSE_FILE_SECONDS") and not hasattr(session.config, "workerinput"):
-        ordered = sorted(_seconds_here.items(), key=lambda kv: -kv[1])
+        seconds = {**json.loads(FILE_SECONDS.read_text()), **_seconds_here}
+        ordered = sorted(seconds.items(), key=lambda kv: -kv[1])
         rounded = {path: round(seconds, 1) for path, seconds in ordered}
         FILE_SECONDS.write_text(json.dumps(rounded, indent=1) + "\n")
