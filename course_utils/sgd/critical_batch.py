@@ -147,27 +147,31 @@ def fit_steps(batches, steps) -> tuple[float, float]:
     return s_min, (slope / s_min if s_min > 0 else math.inf)
 
 
-def scaling_regimes(found: StepsToTarget, perfect: float = 0.7, diminished: float = 0.65):
-    """Doubling the batch at the small end saves over `perfect` of the ideal halving; at the
-    large end, under `diminished` of it (a quadrupling counts as two doublings).
+def saving_share(found: StepsToTarget, i: int) -> float:
+    """The share of the ideal saving in steps from batch i to batch i + 1 (1: doubling the
+    batch halves the steps; 0: it saves none); a quadrupling counts as two doublings."""
+    b, s = found.batch_sizes, found.steps
+    ideal = 1 - b[i] / b[i + 1]
+    return (1 - s[i + 1] / s[i]) / ideal if math.isfinite(s[i] * s[i + 1]) else math.nan
+
+
+def nearly_perfect_at_the_small_end(found: StepsToTarget, perfect: float = 0.7):
+    """Doubling the batch at the small end saves over `perfect` of the ideal halving."""
+    return verdict(
+        saving_share(found, 0) > perfect,
+        f"at the smallest batches a larger batch saves over {perfect:.0%} of the ideal "
+        "share of steps: nearly perfect scaling",
+    )
+
+
+def diminishing_at_the_large_end(found: StepsToTarget, diminished: float = 0.65):
+    """At the large end it saves under `diminished` of the ideal halving.
 
     McCandlish's curve itself, from batch 512 to 2048, saves 52% of the ideal when B_crit is
     550 and 66% when it is 1000: past the bend returns diminish; the floor is further out.
     """
-    b, s = found.batch_sizes, found.steps
-
-    def saving(i):  # the share of the ideal saving from b[i] to b[i+1]
-        ideal = 1 - b[i] / b[i + 1]
-        return (1 - s[i + 1] / s[i]) / ideal if math.isfinite(s[i] * s[i + 1]) else math.nan
-
-    first, last = saving(0), saving(len(b) - 2)
-    verdict(
-        first > perfect,
-        f"at the smallest batches a larger batch saves over {perfect:.0%} of the ideal "
-        "share of steps: nearly perfect scaling",
-    )
     return verdict(
-        last < diminished,
+        saving_share(found, len(found.batch_sizes) - 2) < diminished,
         f"at the largest batches it saves under {diminished:.0%} of it: past the bend, "
         "returns diminish",
     )

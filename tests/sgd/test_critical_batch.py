@@ -48,23 +48,26 @@ def test_the_cap_moves_every_lr_down_together_and_none_repeats():
 
 def test_regimes_pass_on_mccandlish_curve_and_fail_without_a_bend():
     bent = found([50 * (1 + 500 / b) for b in BATCHES])
-    assert critical_batch.scaling_regimes(bent).ok
+    assert critical_batch.nearly_perfect_at_the_small_end(bent).ok
+    assert critical_batch.diminishing_at_the_large_end(bent).ok
     assert critical_batch.bend_near_noise_scale(bent, 600, 1.5).ok
     perfect = found([20000 / b for b in BATCHES])  # never levels off
-    assert not critical_batch.scaling_regimes(perfect).ok
+    assert critical_batch.nearly_perfect_at_the_small_end(perfect).ok
+    assert not critical_batch.diminishing_at_the_large_end(perfect).ok
     assert not critical_batch.bend_near_noise_scale(perfect, 600, 1.5).ok  # B_crit is infinite
     flat = found([100.0] * len(BATCHES))  # never scaled at all: B_crit is 0
     assert not critical_batch.bend_near_noise_scale(flat, 600, 1.5).ok
 
 
 def test_no_perfect_scaling_at_the_small_end_prints_a_cross(capsys):
-    critical_batch.scaling_regimes(found([100.0] * len(BATCHES)))
+    assert not critical_batch.nearly_perfect_at_the_small_end(found([100.0] * len(BATCHES)))
     assert capsys.readouterr().out.startswith("✗ at the smallest batches")
 
 
 def test_a_bend_far_out_is_not_diminishing_returns(capsys):
     late = found([50 * (1 + 1500 / b) for b in BATCHES])  # saves 80% of the ideal at the end
-    assert not critical_batch.scaling_regimes(late).ok
+    assert critical_batch.nearly_perfect_at_the_small_end(late).ok
+    assert not critical_batch.diminishing_at_the_large_end(late).ok
     assert "✗ at the largest batches it saves under 65% of it" in capsys.readouterr().out
 
 
@@ -129,7 +132,7 @@ def test_a_tiny_sweep_finds_steps_per_batch():
     assert len(got.b_crit_by_seed) == 1
 
 
-def test_scaling_regimes_fail_for_a_sweep_whose_trials_ignore_their_batch(capsys):
+def test_nearly_perfect_scaling_fails_for_a_sweep_whose_trials_ignore_their_batch(capsys):
     """01's sweep and fit as the notebook runs them, with the slip of a trial that trains
     every configuration as the first (batch 64 at its lr): every batch takes the same
     updates, so doubling the batch saves none of the ideal halving."""
@@ -150,8 +153,9 @@ def test_scaling_regimes_fail_for_a_sweep_whose_trials_ignore_their_batch(capsys
     )
     found = critical_batch.best_steps(result)
     assert len(set(found.steps)) == 1 and math.isfinite(found.steps[0])
-    critical_batch.scaling_regimes(found)  # two lines; the first is the small end's
-    assert "✗ at the smallest batches a larger batch saves" in capsys.readouterr().out
+    assert critical_batch.saving_share(found, 0) == 0
+    assert not critical_batch.nearly_perfect_at_the_small_end(found)
+    assert capsys.readouterr().out.startswith("✗ at the smallest batches a larger batch saves")
 
 
 def test_notebook_01s_noise_scale_is_recomputed_at_its_weights():
