@@ -100,14 +100,9 @@ def averaging_accuracy(points: list[dict], baseline: float):
     """Test accuracy against communication rounds; each point a label, rounds and accuracy."""
     fig, (ax,) = new_figure(width=6.0)
     for point, color in zip(points, PALETTE, strict=False):
-        ax.plot(point["rounds"], point["accuracy"], "o", color=color, markersize=8)
-        ax.annotate(
-            point["label"],
-            (point["rounds"], point["accuracy"]),
-            fontsize=8,
-            xytext=(5, 4),
-            textcoords="offset points",
-        )
+        xy = (point["rounds"], point["accuracy"])
+        ax.plot(*xy, "o", color=color, markersize=8)
+        ax.annotate(point["label"], xy, fontsize=8, xytext=(5, 4), textcoords="offset points")
     ax.axhline(baseline, color="grey", linestyle=":", label="a worker alone (mean)")
     ax.set_xscale("log")
     ax.set_xlabel("communication rounds (averages of the weights)")

@@ -242,7 +242,8 @@ def valley_width(alphas, losses, end: float, rise: float) -> float:
 
 
 def line_alphas(sizes) -> list[float]:
-    """Evenly spaced points over `sizes.line_range`, rounded so that 0 and 1 land exactly."""
+    """Evenly spaced points over `sizes.line_range`, rounded so that 0 and 1 land exactly
+    where the spacing divides 1 (`valley_width` refuses a line that misses them)."""
     low, high = sizes.line_range
     n = sizes.line_points
     return [round(low + (high - low) * i / (n - 1), 10) for i in range(n)]

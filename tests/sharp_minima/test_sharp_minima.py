@@ -32,7 +32,7 @@ TINY = dataclasses.replace(
     ascent_steps=3,
     hessian_iters=5,
     measure_samples=128,
-    line_points=7,
+    line_points=9,
     line_range=(-0.5, 1.5),
 )
 
@@ -56,8 +56,9 @@ def test_valley_width_of_parabolas_is_known():
 
 
 def test_line_alphas_hit_both_solutions_exactly():
-    alphas = sharp_minima.line_alphas(profiles.get("cpu").sharp)
-    assert 0.0 in alphas and 1.0 in alphas
+    for sizes in (profiles.get("cpu").sharp, TINY):
+        alphas = sharp_minima.line_alphas(sizes)
+        assert 0.0 in alphas and 1.0 in alphas
 
 
 def test_fit_stops_at_the_target_loss_and_measures(prob):
@@ -133,9 +134,8 @@ def test_sweep_trials_equal_their_serial_twins(prob):
     assert all(math.isfinite(v) for v in line["test_loss"])
     # 02's valley widths with the slip of the small-batch solution at both ends: the line
     # is one point, as wide on either side, and the verdict prints ✗
-    at = sharp_minima.line_alphas(dataclasses.replace(TINY, line_points=9))  # 0 and 1 in it
-    same = sharp_minima.along_line(a, a, prob, at, TINY.measure_samples)["train_loss"]
-    width = [sharp_minima.valley_width(at, same, end, TINY.valley_rise) for end in (0, 1)]
+    same = sharp_minima.along_line(a, a, prob, alphas, TINY.measure_samples)["train_loss"]
+    width = [sharp_minima.valley_width(alphas, same, end, TINY.valley_rise) for end in (0, 1)]
     assert not verdicts.valley_narrower([tuple(width)], 0.8)
     assert plots.sharpness_by_arm({"small": small, "large": large}).axes
     assert plots.line_between_solutions(alphas, [line]).axes
