@@ -83,6 +83,35 @@ def test_shard_diffs_see_an_untrained_or_misplaced_shard():
         assert not v.mesh_equals_one_process(diffs, SIZES.tolerance)
 
 
+def test_a_mesh_that_never_averages_over_dp_misses_the_formula_and_one_process(monkeypatch, capsys):
+    """11's run with the slip of a step that forgets to average the gradients over its
+    data-parallel replicas: nothing crosses dp, and the two replicas drift apart."""
+    monkeypatch.setattr(mesh_runs, "sync_dp", lambda model, group: None)
+    run = mesh_runs.run_mesh(SIZES)
+    assert all(sent["dp"] == 0 for sent in run.bytes.values())
+    assert not v.mesh_bytes_match_formula(run.bytes, run.formula)
+    assert max(run.diffs.values()) > SIZES.tolerance
+    assert not v.mesh_equals_one_process(run.diffs, SIZES.tolerance)
+    assert capsys.readouterr().out.count("✗ ") == 2
+
+
+def test_a_device_mesh_built_with_its_dimensions_reversed_has_other_groups(monkeypatch):
+    """11's run with the slip of naming DeviceMesh's dimensions in the other order (tp, pp,
+    dp): its dp groups are the layout's tp lines, and the verdict prints ✗."""
+    import torch.distributed.device_mesh as device_mesh
+
+    build_mesh = device_mesh.init_device_mesh
+
+    def reversed_dims(kind, shape, mesh_dim_names):
+        return build_mesh(kind, shape[::-1], mesh_dim_names=mesh_dim_names[::-1])
+
+    monkeypatch.setattr(device_mesh, "init_device_mesh", reversed_dims)
+    run = mesh_runs.run_mesh(SIZES)
+    expected = groups.mesh_groups(SIZES.shape, SIZES.dims)
+    assert run.groups["dp"] == expected["tp"] != expected["dp"]
+    assert not v.mesh_groups_match(run.groups, expected)
+
+
 def test_a_mesh_the_model_or_batch_cannot_fill_is_refused():
     with pytest.raises(ValueError, match="multiple of 6"):
         mesh_runs.check_layout(replace(SIZES, microbatches=3))
