@@ -23,9 +23,9 @@ from .peak import peak_bytes_during
 from .zero import (
     STAGES,
     held_bytes,
+    kept_tensors,
     largest_layer,
     mlp,
-    parameter_count,
     rank_share,
     stepped_bytes,
     zero_rank,
@@ -82,13 +82,13 @@ def _peak_step(zero, x: torch.Tensor, y: torch.Tensor) -> tuple[int, int]:
     have seen the same steps."""
     dist.barrier()
     held = sum(held_bytes(zero).values())
-    with SavedBytes(zero.held()[0]) as saved:
+    with SavedBytes(kept_tensors(zero)[0]) as saved:
         _, extra = peak_bytes_during(lambda: zero.step(x, y))
     return held + extra, saved.nbytes
 
 
 def _row(zero, times: list, sent: list) -> dict:
-    numel, world = parameter_count(zero), zero.world
+    numel, world = sum(u.numel for u in zero.units), zero.world
     return {
         "stage": zero.stage,
         "world_size": world,

@@ -46,19 +46,22 @@ def zero_rank(model: nn.Module, stage: int, world: int, lr: float) -> DDP:
     return _BY_STAGE[stage](model, world, lr)
 
 
+def kept_tensors(zero: DDP) -> tuple[list, list]:
+    """The parameters this rank's model and optimizer reference, and their gradients: read
+    from outside the stage, so a gradient it forgot to free is counted too."""
+    params = [*zero.model.parameters(), *zero.owned]
+    return params, [p.grad for p in params if p.grad is not None]
+
+
 def held_bytes(zero: DDP) -> dict:
     """Bytes this rank keeps between steps: parameters, gradients, the optimizer's state."""
-    params, grads = zero.held()
+    params, grads = kept_tensors(zero)
     state = [t for s in zero.optimizer.state.values() for k, t in s.items() if k != "step"]
     return {
         "params": storage_bytes(params),
         "grads": storage_bytes(grads),
         "optimizer": storage_bytes(state),
     }
-
-
-def parameter_count(zero: DDP) -> int:
-    return sum(u.numel for u in zero.units)
 
 
 def largest_layer(zero: DDP) -> int:

@@ -145,10 +145,6 @@ class DDP:
         """Every parameter, flat and unpadded, unit by unit."""
         return torch.cat([f[: u.numel] for f, u in zip(self.flats, self.units, strict=True)])
 
-    def held(self) -> tuple[list, list]:
-        """The parameters' and the gradients' tensors this rank keeps between steps."""
-        return self.flats, self.grads
-
 
 class Zero1(DDP):
     """Stage 1: the gradient is reduce-scattered, the optimizer steps the own chunk (its

@@ -85,6 +85,3 @@ class Zero3(DDP):
     def full_parameters(self) -> torch.Tensor:
         flats = [_gathered(s, u) for s, u in zip(self.shards, self.units, strict=True)]
         return torch.cat([f[: u.numel] for f, u in zip(flats, self.units, strict=True)])
-
-    def held(self) -> tuple[list, list]:
-        return self.shards, [s.grad for s in self.shards if s.grad is not None]

@@ -8,7 +8,7 @@ import argparse
 import pytest
 import torch
 
-from course_utils.memory import bench, formulas, runs
+from course_utils.memory import bench, formulas, runs, verdicts
 from course_utils.memory.zero import mlp
 from course_utils.parallel.zero import padded_numel
 
@@ -46,6 +46,15 @@ def test_ranks_of_ddp_agree_and_training_moved_the_weights(odd_rows):
         ddp = _rows(odd_rows, world, 0)
         assert all(torch.equal(r["params"], ddp[0]["params"]) for r in ddp)
         assert (ddp[0]["params"] - first).abs().max() > 1e-3
+
+
+def test_notebook_08s_stage_verdicts_pass_on_the_right_stages(odd_rows):
+    """The other side of tests/memory/test_zero_wrong_worlds.py: at these sizes the right
+    stages pass the verdicts its slips fail."""
+    assert verdicts.stage_matches_ddp(odd_rows, (1, 2, 3))
+    assert verdicts.bytes_fall_with_ranks(odd_rows, (1, 2, 3))
+    assert verdicts.traffic_follows_formula(odd_rows, runs.STAGES)
+    assert verdicts.zero3_peak_holds_a_gathered_layer(odd_rows)
 
 
 def test_ddp_equals_one_process_with_the_n_times_batch(odd_rows):
