@@ -178,7 +178,9 @@ def compare_ranks(cfg: RunConfig, world_size: int, every: int, steps: int,
 
 
 def first_disagreement(records: list[dict]) -> dict | None:
-    """The first check where the ranks differ, and the rank that differs from the rest."""
+    """The first check where the ranks differ, and the rank that differs from the rest: on
+    data, the one rank that shares samples with every rank that shares any, or None when
+    every pair of ranks shares samples (a sampler built without the rank, say)."""
     for record in records:
         sums = record["checksums"]
         split = len({tuple(s) for s in sums}) > 1
@@ -189,4 +191,6 @@ def first_disagreement(records: list[dict]) -> dict | None:
         common = set.intersection(*pairs) if pairs else set()
         if len(common) == 1:  # one rank shares samples with every rank that shares any
             return {"step": record["step"], "kind": "data", "rank": common.pop()}
+        if pairs and len(pairs) == len(sums) * (len(sums) - 1) // 2:
+            return {"step": record["step"], "kind": "data", "rank": None}
     return None

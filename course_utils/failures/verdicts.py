@@ -107,7 +107,7 @@ def hang_found(report: dict, rank: int, function: str) -> Verdict:
     )
 
 
-@timing_claim("real", "measurement", "test_the_straggler_verdicts_fail_when_every_rank_is_alike")
+@timing_claim("real", "measurement", "test_a_run_where_no_rank_is_slowed_has_no_straggler")
 def straggler_found(
     table: dict, rank: int, ratio: float = 3.0, machine: MachineShare | None = None
 ) -> Verdict:
@@ -124,7 +124,7 @@ def straggler_found(
     )
 
 
-@timing_claim("real", "measurement", "test_the_straggler_verdicts_fail_when_every_rank_is_alike")
+@timing_claim("real", "measurement", "test_ranks_that_never_average_their_gradients_do_not_wait")
 def job_waits_for_straggler(
     table: dict, rank: int, share: float = 0.9, machine: MachineShare | None = None
 ) -> Verdict:

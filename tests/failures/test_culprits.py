@@ -3,6 +3,8 @@ when nothing is wrong."""
 
 from __future__ import annotations
 
+import pytest
+
 from course_utils.failures import culprits, verdicts
 from course_utils.failures.resume import RunConfig
 
@@ -44,14 +46,43 @@ def test_the_straggler_verdicts_fail_when_every_rank_is_alike():
     assert not verdicts.job_waits_for_straggler(alone, 1)
 
 
-def test_checksums_name_the_rank_with_other_data_or_other_weights():
-    healthy = culprits.compare_ranks(SMALL, 2, every=2, steps=20)
-    assert culprits.first_disagreement(healthy) is None
-    forgot = culprits.compare_ranks(SMALL, 4, every=2, steps=20, forget_epoch_rank=2)
-    found = culprits.first_disagreement(forgot)
+@pytest.fixture(scope="module")
+def checked():
+    """The notebook's three runs, small: healthy, a rank that forgets set_epoch, a drift."""
+    return {
+        "healthy": culprits.compare_ranks(SMALL, 2, every=2, steps=20),
+        "forgot": culprits.compare_ranks(SMALL, 4, every=2, steps=20, forget_epoch_rank=2),
+        "drifted": culprits.compare_ranks(SMALL, 4, every=2, steps=12, drift=(0, 5)),
+    }
+
+
+def test_checksums_name_the_rank_with_other_data_or_other_weights(checked):
+    assert culprits.first_disagreement(checked["healthy"]) is None
+    found = culprits.first_disagreement(checked["forgot"])
     assert found["kind"] == "data" and found["rank"] == 2 and found["step"] > 8
-    drifted = culprits.compare_ranks(SMALL, 4, every=2, steps=12, drift=(0, 5))
+    drifted = checked["drifted"]
     assert culprits.first_disagreement(drifted) == {"step": 6, "kind": "parameters", "rank": 0}
+
+
+def test_the_culprit_verdicts_fail_on_the_runs_without_their_fault(checked, capsys):
+    """The notebook's three verdicts, as it calls them, each on the runs above that lack its
+    fault: the healthy claim on the drift (found: parameters, rank 0, update 6) and on the
+    forgotten set_epoch (data, rank 2); the drift's ("parameters", 2) on the healthy run (none
+    found) and on the forgotten set_epoch (rank 2, but its data); the forgotten set_epoch's
+    ("data", 1) on the healthy run and on the drift."""
+    found = {name: culprits.first_disagreement(records) for name, records in checked.items()}
+    capsys.readouterr()
+    wrong_worlds = [
+        (found["drifted"], None, None),
+        (found["forgot"], None, None),
+        (found["healthy"], "parameters", 2),
+        (found["forgot"], "parameters", 2),
+        (found["healthy"], "data", 1),
+        (found["drifted"], "data", 1),
+    ]
+    assert not any([verdicts.culprit_found(*args) for args in wrong_worlds])
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == len(wrong_worlds) and all(line.startswith("✗ ") for line in lines)
 
 
 def test_the_culprit_verdict_fails_on_the_wrong_rank_or_a_healthy_run():
