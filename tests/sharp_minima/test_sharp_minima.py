@@ -156,6 +156,33 @@ def test_the_arm_verdicts_fail_for_a_sweep_whose_large_arm_is_the_small_one(caps
     assert capsys.readouterr().out.count("✗") == 4
 
 
+def _arms(sizes, names) -> dict:
+    """02's search and `by_arm`, as the notebook runs them, for the arms `names`."""
+    config = arms.sweep_config(sizes, names)
+    return results.by_arm([sweep.run(config, jobs=2, trial=sharp_minima.trial_for(sizes))], sizes)
+
+
+def test_a_step_budget_the_small_batch_cannot_fit_in_fails_every_run_fits(capsys):
+    """The slip of a step budget of 100 updates: the small batch needs 176 to fit, stops
+    unfitted, and the verdict prints ✗ (with TINY's 3,000 both arms fit: ✓)."""
+    assert verdicts.every_run_fits(_arms(TINY, ("small", "large")), TINY.fit_accuracy)
+    short = dataclasses.replace(TINY, max_steps=100)
+    assert not verdicts.every_run_fits(_arms(short, ("small", "large")), TINY.fit_accuracy)
+    assert capsys.readouterr().out.splitlines()[-1].startswith("✗ every run fits")
+
+
+def test_a_warmup_that_never_ends_changes_much(capsys):
+    """The slip of a warmup far longer than the run (100,000 updates): the large batch
+    trains at the small batch's lr/B throughout, 380 updates where the right warmup takes
+    60, and ends 1.7 points higher with a top eigenvalue 1.26x the plain run's (right
+    warmup: 0.2 points, 0.87x)."""
+    right = _arms(TINY, ("large", "large, warmup"))
+    assert verdicts.warmup_changes_little(right["large"], right["large, warmup"])
+    endless = _arms(dataclasses.replace(TINY, warmup_updates=100_000), ("large", "large, warmup"))
+    assert not verdicts.warmup_changes_little(endless["large"], endless["large, warmup"])
+    assert capsys.readouterr().out.splitlines()[-1].startswith("✗ the warmup alone")
+
+
 def test_a_failed_trial_is_reported():
     result = sweep.run(
         arms.sweep_config(TINY, ("small", "large")),
