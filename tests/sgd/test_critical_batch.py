@@ -132,10 +132,11 @@ def test_a_tiny_sweep_finds_steps_per_batch():
     assert len(got.b_crit_by_seed) == 1
 
 
-def test_nearly_perfect_scaling_fails_for_a_sweep_whose_trials_ignore_their_batch(capsys):
+def test_the_bend_verdicts_fail_for_a_sweep_whose_trials_ignore_their_batch(capsys):
     """01's sweep and fit as the notebook runs them, with the slip of a trial that trains
     every configuration as the first (batch 64 at its lr): every batch takes the same
-    updates, so doubling the batch saves none of the ideal halving."""
+    updates, so doubling the batch saves none of the ideal halving, and the fitted curve has
+    no bend (B_crit 0) to lie near B_simple."""
     sizes = dataclasses.replace(
         profiles.get("cpu").sgd,
         hidden=16,
@@ -156,6 +157,9 @@ def test_nearly_perfect_scaling_fails_for_a_sweep_whose_trials_ignore_their_batc
     assert critical_batch.saving_share(found, 0) == 0
     assert not critical_batch.nearly_perfect_at_the_small_end(found)
     assert capsys.readouterr().out.startswith("✗ at the smallest batches a larger batch saves")
+    assert found.b_crit == pytest.approx(0, abs=1e-6)  # no bend: larger batches never help
+    assert not critical_batch.bend_near_noise_scale(found, 600, sizes.critical_factor)
+    assert capsys.readouterr().out.startswith("✗ the bend of the fitted curve")
 
 
 def test_notebook_01s_noise_scale_is_recomputed_at_its_weights():
