@@ -137,7 +137,7 @@ def overlap_saves(result: dict, share: float = 0.5) -> Verdict:
 @timing_claim(
     "named by its rows",
     "physical bound",
-    "test_an_overlapped_step_shorter_than_its_communication_is_refused",
+    "test_a_hook_that_skips_the_wire_makes_an_impossible_step",
 )
 def overlap_physically_possible(result: dict, noise: float = 0.05) -> Verdict:
     """The overlapped step is no shorter than the computation, nor than the forward pass
@@ -181,7 +181,7 @@ def link_clock(link) -> str:
 
 
 @timing_claim(
-    "named by its rows", "threshold", "test_profiler_sees_ddp_overlap_and_none_after_backward"
+    "named by its rows", "threshold", "test_the_twin_that_reduces_after_backward_shows_no_overlap"
 )
 def communication_overlaps_backward(traces: list[dict], link, share: float = 0.25) -> Verdict:
     """In the profiled step over `link`, on average over the ranks, all-reduces and backward
@@ -195,7 +195,7 @@ def communication_overlaps_backward(traces: list[dict], link, share: float = 0.2
 
 
 @timing_claim(
-    "named by its rows", "schedule", "test_profiler_sees_ddp_overlap_and_none_after_backward"
+    "named by its rows", "schedule", "test_a_twin_that_forgets_no_sync_overlaps_after_all"
 )
 def none_overlaps_after_backward(traces: list[dict], link) -> Verdict:
     """The twin that issues its all-reduces once `backward()` has returned: the profiler
