@@ -16,10 +16,10 @@ from ..core.timing_claims import timing_claim
 from .timeline import Timeline
 
 # where each timing verdict prints ✗ on a broken variant (`core.timing_claims`)
-_1F1B_FAILS = "test_1f1b_verdicts_fail_when_it_holds_as_much_as_gpipe"
+_1F1B_FAILS = "test_a_1f1b_without_its_warm_up_takes_longer_than_gpipe"
 _EXPLAINED_FAILS = "test_a_pipeline_waiting_off_schedule_is_measured_above_the_play_out"
 _SHRINKS_FAILS = "test_the_shrinking_bubble_verdict_fails_for_a_pipeline_that_does_not_overlap"
-_UNBALANCED_FAILS = "test_the_pace_verdict_fails_when_the_heavy_stage_is_not_heavier"
+_UNBALANCED_FAILS = "test_a_heavy_stage_whose_blocks_are_cut_evenly_does_not_set_the_pace"
 _SCHEDULES_FAILS = "test_the_bubble_below_verdict_fails_for_a_schedule_that_gains_nothing"
 
 
