@@ -103,7 +103,7 @@ def no_sync_cuts_syncs(
     k = no_sync.accumulate
     saved = 1 - no_sync.seconds_per_1000_samples / every_micro.seconds_per_1000_samples
     return verdict(
-        k > 1 and every_micro.syncs == k * no_sync.syncs and saved >= share,
+        k > 1 and every_micro.syncs == k * no_sync.syncs > 0 and saved >= share,
         f"{link_clock(link)}: accumulating micro-batches under no_sync makes k times fewer "
         "syncs than accumulating the same micro-batches without it (k micro-batches per "
         f"update), and takes at least {share:.0%} less time per sample",

@@ -123,6 +123,12 @@ def test_no_sync_verdict_fails_where_it_cuts_nothing():
     free_link = _T("4 x 4 without no_sync, free all-reduces", 0.15, syncs=128, accumulate=4)
     assert not verdicts.no_sync_cuts_syncs(no_sync, free_link, network.wire.REAL).ok
     assert verdicts.no_sync_cuts_syncs(no_sync, free_link, network.wire.REAL, share=0.05).ok
+    # ... or no sync was counted on either side (0 = 4 x 0): nothing shows what went
+    uncounted = [
+        _T(r.name, r.seconds_per_1000_samples, syncs=0, accumulate=4)
+        for r in (no_sync, every_micro)
+    ]
+    assert not verdicts.no_sync_cuts_syncs(*uncounted, network.wire.REAL).ok
     # ... or nothing was accumulated: one micro-batch per update has no syncs to cut
     naive = _T("naive", 0.10, syncs=32)
     assert not verdicts.no_sync_cuts_syncs(naive, _T("naive", 0.2, syncs=32), network.wire.REAL).ok
