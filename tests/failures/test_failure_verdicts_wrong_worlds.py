@@ -8,20 +8,14 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from verdict_lines import fails
+
 from course_utils.failures import culprits, resume, verdicts
 from course_utils.failures.resume import RunConfig, kill_and_resume
 from course_utils.parallel import checkpoint
 
 RESUME = RunConfig(steps=20, every=6, hidden=16, train_samples=256, kill_rank=1, kill_at=15)
 SMALL = RunConfig(hidden=16, train_samples=256, global_batch=32)
-
-
-def printed_fail(capsys, check) -> bool:
-    """Whether `check()`, a verdict, printed one ✗ line and came back falsy."""
-    capsys.readouterr()  # what the runs printed
-    result = check()
-    out = capsys.readouterr().out
-    return out.startswith("✗ ") and out.count("\n") == 1 and not result
 
 
 class WithoutOptimizer(checkpoint.TrainingState):
@@ -38,7 +32,7 @@ def test_a_resume_that_forgets_the_momentum_is_not_exact(monkeypatch, capsys):
     monkeypatch.setattr(checkpoint, "TrainingState", WithoutOptimizer)
     run = kill_and_resume(RESUME, 2, timeout=60)
     assert run.resumed_from == 12 and not run.tail_equal()
-    assert printed_fail(capsys, lambda: verdicts.resume_is_exact(run))
+    fails(capsys, lambda: verdicts.resume_is_exact(run))
 
 
 def first_checkpoint(root) -> int | None:
@@ -54,7 +48,7 @@ def test_a_resume_from_the_first_checkpoint_is_not_from_the_last(monkeypatch, ca
     monkeypatch.setattr(checkpoint, "latest", first_checkpoint)
     run = kill_and_resume(RESUME, 2, timeout=60)
     assert run.resumed_from == 6 and run.tail_equal()
-    assert printed_fail(capsys, lambda: verdicts.resumed_from_last_checkpoint(run))
+    fails(capsys, lambda: verdicts.resumed_from_last_checkpoint(run))
 
 
 def test_a_rank_that_is_slow_but_not_stuck_is_no_hang(monkeypatch, capsys):
@@ -63,14 +57,14 @@ def test_a_rank_that_is_slow_but_not_stuck_is_no_hang(monkeypatch, capsys):
     monkeypatch.setattr(culprits, "stuck_reading_a_shard", lambda seconds: time.sleep(0.2))
     hang = culprits.find_hung_rank(2, hang_rank=1, barrier_timeout=1.0, timeout=3.0)
     assert hang["barrier_names"] == [] and hang["launcher_names"] is None
-    assert printed_fail(capsys, lambda: verdicts.hang_found(hang, 1, "stuck_reading_a_shard"))
+    fails(capsys, lambda: verdicts.hang_found(hang, 1, "stuck_reading_a_shard"))
 
 
 def test_a_run_where_no_rank_is_slowed_has_no_straggler(capsys):
     """No rank sleeps: each rank's work is about 1 ms an update (0.9-1.2 ms in five runs,
     beside 7-12 ms of waiting in the all-reduce on 2 shared cores), none 3x the other's."""
     table = culprits.time_ranks(SMALL, 2, slow_rank=None, delay=0.03, steps=20)
-    assert printed_fail(capsys, lambda: verdicts.straggler_found(table, 1))
+    fails(capsys, lambda: verdicts.straggler_found(table, 1))
 
 
 def test_ranks_that_never_average_their_gradients_do_not_wait(monkeypatch, capsys):
@@ -79,7 +73,7 @@ def test_ranks_that_never_average_their_gradients_do_not_wait(monkeypatch, capsy
     monkeypatch.setattr(culprits, "average_gradients", lambda net: None)
     table = culprits.time_ranks(SMALL, 2, slow_rank=1, delay=0.03, steps=8)
     assert table[0]["step"] < 0.5 * table[1]["work"]
-    assert printed_fail(capsys, lambda: verdicts.job_waits_for_straggler(table, 1))
+    fails(capsys, lambda: verdicts.job_waits_for_straggler(table, 1))
 
 
 def test_replicas_without_ddp_are_not_a_healthy_run(monkeypatch, capsys):
@@ -89,7 +83,7 @@ def test_replicas_without_ddp_are_not_a_healthy_run(monkeypatch, capsys):
     records = culprits.compare_ranks(SMALL, 2, every=2, steps=2)
     found = culprits.first_disagreement(records)
     assert found == {"step": 2, "kind": "parameters", "rank": 0}
-    assert printed_fail(capsys, lambda: verdicts.culprit_found(found, None, None))
+    fails(capsys, lambda: verdicts.culprit_found(found, None, None))
 
 
 def test_ranks_that_all_take_the_same_samples_are_not_a_healthy_run(monkeypatch, capsys):
@@ -103,4 +97,4 @@ def test_ranks_that_all_take_the_same_samples_are_not_a_healthy_run(monkeypatch,
     records = culprits.compare_ranks(SMALL, 2, every=2, steps=2)
     found = culprits.first_disagreement(records)
     assert found == {"step": 2, "kind": "data", "rank": None}
-    assert printed_fail(capsys, lambda: verdicts.culprit_found(found, None, None))
+    fails(capsys, lambda: verdicts.culprit_found(found, None, None))

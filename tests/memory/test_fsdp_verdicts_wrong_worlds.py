@@ -13,6 +13,7 @@ import pytest
 import torch
 import torch.distributed as dist
 from torch import nn
+from verdict_lines import fails, holds
 
 from course_utils.core import profiles
 from course_utils.core.data import load
@@ -23,24 +24,6 @@ from course_utils.ranks.bootstrap import device
 DEEP = (40, 32, 32, 10)  # every layer's rows split evenly over 2 ranks (ODD's 7 would be padded)
 N, LR = 2, 1e-2
 X, Y = runs.batches(3, 8)
-
-
-def fails(capsys, check):
-    """`check()`'s verdict, asserted falsy and printed as a ✗ line."""
-    capsys.readouterr()
-    result = check()
-    line = capsys.readouterr().out
-    assert not result and line.startswith("✗ "), line
-    return result
-
-
-def holds(capsys, check):
-    """`check()`'s verdict, asserted truthy and printed as a ✓ line: the right world's."""
-    capsys.readouterr()
-    result = check()
-    line = capsys.readouterr().out
-    assert result and line.startswith("✓ "), line
-    return result
 
 
 # ------------------------------------------------------------- FSDP2 against one process

@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.distributed as dist
+from verdict_lines import fails, holds
 
 from course_utils.model_parallel import bubble, schedules, virtual_pipeline
 from course_utils.model_parallel import tensor_parallel as tp
@@ -27,24 +28,6 @@ K, M = 2, 4
 # real compute: ~10 ms a forward of a stage; at width 512 the ops are so short that the CPU
 # spent handing results on blurs how much heavier a stage of three blocks is
 REAL = dict(width=1024, micro_batch_size=128)
-
-
-def fails(capsys, check):
-    """`check()`'s verdict, asserted falsy and printed as a ✗ line."""
-    capsys.readouterr()
-    result = check()
-    line = capsys.readouterr().out
-    assert not result and line.startswith("✗ "), line
-    return result
-
-
-def holds(capsys, check):
-    """`check()`'s verdict, asserted truthy and printed as a ✓ line: the right world's."""
-    capsys.readouterr()
-    result = check()
-    line = capsys.readouterr().out
-    assert result and line.startswith("✓ "), line
-    return result
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,7 @@ import pytest
 import torch
 import torch.distributed as dist
 from torch import nn
+from verdict_lines import fails, holds
 
 from course_utils.core.profiles import get
 from course_utils.core.sizes_model_parallel import TransformerSizes
@@ -29,24 +30,6 @@ from course_utils.transformer.sequence_parallel import sequence_parallel_model
 TP = TransformerSizes(vocab=16, width=16, heads=4, blocks=2, seq_len=8, batch=2, steps=3)
 CP_EP = dataclasses.replace(get("cpu").transformer, batch=2, heads=2, seq_len=16, width=16)
 N = 2
-
-
-def fails(capsys, check):
-    """`check()`'s verdict, asserted falsy and printed as a ✗ line."""
-    capsys.readouterr()
-    result = check()
-    line = capsys.readouterr().out
-    assert not result and line.startswith("✗ "), line
-    return result
-
-
-def holds(capsys, check):
-    """`check()`'s verdict, asserted truthy and printed as a ✓ line: what the slip leaves right."""
-    capsys.readouterr()
-    result = check()
-    line = capsys.readouterr().out
-    assert result and line.startswith("✓ "), line
-    return result
 
 
 def diffs(runs) -> dict:
