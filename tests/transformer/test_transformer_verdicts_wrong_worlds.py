@@ -224,6 +224,26 @@ def test_ring_attention_with_a_slip_does_not_equal_full(monkeypatch, capsys, nam
     fails(capsys, lambda: cv.ring_attention_equals_full(rings, CP_EP.tolerance))
 
 
+_real_exchange = ra.exchange
+
+
+def _exchange_in_float64(send, to, into, source):
+    wide = torch.empty_like(into, dtype=torch.float64)
+    _real_exchange(send.double(), to, wide, source)
+    into.copy_(wide)
+
+
+def test_ring_attention_whose_blocks_travel_in_float64_sends_twice_the_formula(monkeypatch, capsys):
+    """K/V blocks and their gradients widened to float64 for the hop (a learner after an
+    exact merge): the output is full attention's again (rounding is fp32's either way),
+    and every message carries twice the bytes ring attention's formula counts."""
+    monkeypatch.setattr(ra, "exchange", _exchange_in_float64)
+    rings = cp_ep_runs.ring_runs(CP_EP, world_sizes=(N,))
+    holds(capsys, lambda: cv.ring_attention_equals_full(rings, CP_EP.tolerance))
+    assert all(run.sent[0]["forward"] == 2 * run.formula["forward"] for run in rings)
+    fails(capsys, lambda: cv.bytes_match_formula(rings, "ring attention's formula"))
+
+
 def test_contiguous_split_does_not_balance_work(capsys):
     """The contiguous split through the notebook's work count: [64, 128] scores on 2 ranks
     (the last rank's queries see every key), 2x; the zigzag split gives [80, 80]."""
