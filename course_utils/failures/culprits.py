@@ -109,13 +109,8 @@ def _straggler_worker(cfg: RunConfig, slow_rank: int, delay: float, steps: int) 
 def time_ranks(cfg: RunConfig, world_size: int, slow_rank: int | None, delay: float, steps: int,
                timeout: float = 60.0) -> dict[int, dict[str, float]]:  # fmt: skip
     """Each rank's mean seconds per update: its work, its wait in the allreduce, the step."""
-    out = launch(
-        _straggler_worker,
-        world_size,
-        args=(cfg, slow_rank, delay, steps),
-        timeout=timeout,
-        backend=GLOO,
-    )
+    args = (cfg, slow_rank, delay, steps)
+    out = launch(_straggler_worker, world_size, args=args, timeout=timeout, backend=GLOO)
     table = {}
     for rank, times in enumerate(out):
         skip = 2  # the first updates include start-up

@@ -48,14 +48,8 @@ def time_intervals(cfg: RunConfig, world_size: int, intervals: tuple[int, ...], 
     """For each k (None: never), rank 0's seconds for `steps` updates saving every k, the
     seconds of those spent inside the saves, and when each update (with its save) ended."""
     with tempfile.TemporaryDirectory(prefix="course-young-") as root:
-        out = launch(
-            _interval_worker,
-            world_size,
-            args=(cfg, intervals, steps, root),
-            timeout=timeout,
-            backend=GLOO,
-        )
-    return out[0]
+        args = (cfg, intervals, steps, root)
+        return launch(_interval_worker, world_size, args=args, timeout=timeout, backend=GLOO)[0]
 
 
 def replay_failures(update_ends: list[float], every: int, mtbf: float, restart: float,
