@@ -47,8 +47,15 @@ def test_a_random_range_is_checked_at_both_ends():
         validate(cfg, train_trial)
 
 
-def test_good_values_pass():
-    validate(config(batch_size=[8, 32], lr=[0.01, 0.1], epochs=[1]), train_trial)
+def test_good_values_pass_unchanged_with_the_defaults_filled_in():
+    checked = validate(config(batch_size=[8, 32], lr=[0.01, 0.1], epochs=[1]), train_trial)
+    assert {name: p["values"] for name, p in checked["parameters"].items()} == {
+        "batch_size": [8, 32],
+        "lr": [0.01, 0.1],
+        "epochs": [1],
+    }
+    assert {p["distribution"] for p in checked["parameters"].values()} == {"discrete"}
+    assert (checked["budget"], checked["seed"], checked["repeats"]) == (None, 0, 1)
 
 
 def test_train_trial_never_replaces_a_zero_with_the_default():
