@@ -26,7 +26,6 @@ from unittest import mock
 from ..core import progress
 from ..core.backends import GLOO
 from ..core.errors import LaunchError
-from ..parallel import checkpoint
 from ..ranks.bootstrap import (
     cap_threads,
     init_process_group,
@@ -60,8 +59,8 @@ def run_worker(argv: list[str] | None, agent: int) -> int:
     args = parser.parse_args(argv)
     cfg = RunConfig(**json.loads(args.config))
     join_round(agent)
-    if checkpoint.latest(cfg.checkpoint_dir) is not None:
-        cfg = replace(cfg, kill_rank=None, kill_at=None)  # the failure happens once
+    if os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") != "0":  # the failure happens once
+        cfg = replace(cfg, kill_rank=None, kill_at=None)
     result = checkpointed_training(replace(cfg, resume=True))
     result.pop("params")
     report_results(result)

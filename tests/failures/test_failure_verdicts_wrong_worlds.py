@@ -1,16 +1,17 @@
 """Notebook 09's verdicts, run through the notebook's own runs in a world with one slip, each
-print ✗. The culprit verdicts also fail on test_culprits.py's runs that lack their fault. The
-elastic ones (`agent_restarted`, `elastic_recovered`) have no wrong world here: theirs would be
-another torchrun job, about 20 s on 2 cores, and torchrun's workers do not see a monkeypatch."""
+print ✗. The culprit verdicts also fail on test_culprits.py's runs that lack their fault.
+torchrun's workers do not see a monkeypatch, so the elastic verdicts' wrong worlds are slips
+in the job the notebook hands `elastic_restart`: one that never saves, one that never fails."""
 
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 
-from verdict_lines import fails
+from verdict_lines import fails, holds
 
-from course_utils.failures import culprits, resume, verdicts
+from course_utils.failures import culprits, elastic, resume, verdicts
 from course_utils.failures.resume import RunConfig, kill_and_resume
 from course_utils.parallel import checkpoint
 
@@ -98,3 +99,25 @@ def test_ranks_that_all_take_the_same_samples_are_not_a_healthy_run(monkeypatch,
     found = culprits.first_disagreement(records)
     assert found == {"step": 2, "kind": "data", "rank": None}
     fails(capsys, lambda: verdicts.culprit_found(found, None, None))
+
+
+# the job of test_elastic.py, whose right world resumes from update 4 with both verdicts ✓
+ELASTIC = RunConfig(steps=12, every=4, hidden=16, train_samples=256, kill_rank=1, kill_at=6)
+
+
+def test_a_job_that_never_saves_is_restarted_but_starts_again_from_scratch(capsys):
+    """Slip: no checkpoints (`every=None`). The agents still see rank 1 killed and restart
+    the group, but the new round finds nothing to load and starts at update 0, not at 4."""
+    out = elastic.elastic_restart(replace(ELASTIC, every=None), 2, max_restarts=1, timeout=90)
+    assert [r["start"] for r in out["ranks"]] == [0, 0]
+    holds(capsys, lambda: verdicts.agent_restarted(out["agent"], nodes=2))
+    fails(capsys, lambda: verdicts.elastic_recovered(out["ranks"], out["twin_digest"], 4))
+
+
+def test_a_job_that_never_fails_shows_no_restart(capsys):
+    """Slip: no rank is killed. One round runs from update 0 to the end; no agent reports a
+    killed worker or restarts one."""
+    out = elastic.elastic_restart(replace(ELASTIC, kill_rank=None), 2, max_restarts=1, timeout=90)
+    assert not any("will restart" in line for line in out["agent"])
+    fails(capsys, lambda: verdicts.agent_restarted(out["agent"], nodes=2))
+    fails(capsys, lambda: verdicts.elastic_recovered(out["ranks"], out["twin_digest"], 4))
