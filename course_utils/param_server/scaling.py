@@ -42,8 +42,7 @@ def predicted_seconds(link, model_bytes: float, workers: int, shards: int) -> fl
 
 
 def step_seconds(sizes, data, workers: tuple, servers: tuple, *, hidden: int, updates: int, link):
-    """Seconds per synchronous update on the server's clock, after the first (which also holds
-    the workers' start-up, where the model has none), and bytes per shard's link."""
+    """Seconds per synchronous update on the server's clock, and bytes per shard's link."""
     out = ShardScaling()
     with progress.bar(len(workers) * len(servers), "workers x shards", "layout") as bar:
         for w in workers:
@@ -51,7 +50,7 @@ def step_seconds(sizes, data, workers: tuple, servers: tuple, *, hidden: int, up
                 bar.set_postfix(workers=w, shards=s)
                 cfg = server_config(sizes, mode="sync", workers=w, updates=updates, hidden=hidden)
                 run = run_parameter_server(replace(cfg, servers=s, link=link), data, eval_samples=1)
-                out.seconds[w, s] = (run.seconds - run.update_seconds[0]) / (run.updates - 1)
+                out.seconds[w, s] = run.seconds / run.updates
                 out.shard_bytes[w, s] = max(run.shard_bytes) / run.updates
                 out.model_bytes = run.params.numel() * run.params.element_size()
                 bar.update(1)
@@ -73,8 +72,8 @@ def grows_with_workers(table: dict, factor: float = 1.4) -> Verdict:
     return verdict(
         table[workers[-1], 1] >= factor * table[workers[0], 1],
         f"simulated clock: one synchronous server's time per update grows with its workers "
-        f"(x{factor:g} or more from {workers[0]} to {workers[-1]}): its link carries every "
-        "gradient and reply",
+        f"(x{factor:g} or more "
+        f"from {workers[0]} to {workers[-1]}): its link carries every gradient and reply",
     )
 
 
@@ -86,7 +85,8 @@ def sharding_cuts(table: dict, factor: float = 1.4) -> Verdict:
     return verdict(
         table[most, 1] >= factor * table[most, shards[-1]],
         f"simulated clock: sharding the server over {shards[-1]} ranks cuts its time per "
-        f"update at least {factor:g}-fold",
+        f"update at least "
+        f"{factor:g}-fold",
     )
 
 

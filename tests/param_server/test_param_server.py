@@ -118,13 +118,5 @@ def test_server_0_counts_its_updates_and_the_layouts_count_on_their_own_bar(mnis
 
 def _fake_run():
     return type(
-        "Run",
-        (),
-        {
-            "seconds": 1.0,
-            "update_seconds": [0.5, 1.0],
-            "updates": 2,
-            "shard_bytes": [8],
-            "params": torch.ones(3),
-        },
+        "Run", (), {"seconds": 1.0, "updates": 2, "shard_bytes": [8], "params": torch.ones(3)}
     )
