@@ -18,7 +18,7 @@ from course_utils.mesh.plan_check_charts import planner_vs_runs
 from course_utils.mesh.plan_measure import MeshLayout
 
 TINY = MeshSizes(
-    model=TransformerSizes(vocab=16, width=32, heads=4, blocks=4, seq_len=8, batch=8),
+    model=TransformerSizes(vocab=16, width=32, heads=4, blocks=4, seq_len=16, batch=8),
     timeout=120.0,
 )
 CAPPED = (MeshLayout(8, 1, 1), MeshLayout(2, 2, 2, 2))
@@ -88,8 +88,11 @@ def test_a_planner_whose_weights_are_not_split_by_the_pipeline_misses_the_memory
     """11's check as the notebook runs it (the same measured runs, reused), with the slip of
     a planner that divides the model's state by TP alone: the pipeline stage's weights,
     gradients and Adam state counted whole, twice what a PP=2 rank holds: dp2-tp2-pp2-m2
-    predicted at 541,504 B against 325,028 measured, 67% over. The right planner comes
-    within 8.5% of every measured peak here (threshold 10%)."""
+    predicted at 625,984 B against 426,148 measured, 47% over. The right planner comes
+    within 2-5% of every measured peak here (threshold 10%): dp8's measured peak moves by
+    33 KB (3%) from run to run, since the profiler sees only its own thread's frees
+    (`memory.peak`). At seq_len 8 dp8's prediction stood 8.5% under its peak, and one run under
+    3 test workers missed the 10% with 11.3%."""
     assert check.targets[2].met
     measured = {r.layout: (r.measured_seconds, r.measured_peak_bytes) for r in check.layouts}
     monkeypatch.setattr(plan_check, "measure", lambda layout, *_: measured[layout.name])
