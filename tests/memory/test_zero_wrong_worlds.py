@@ -64,9 +64,9 @@ def gathered_once(monkeypatch):
 
     def reused(shard, unit):
         key = (id(shard), shard._version)
-        if key not in kept:
-            kept[key] = gather(shard, unit)
-        return kept[key]
+        if key not in kept:  # the shard is kept too: a freed one's id could name another
+            kept[key] = (shard, gather(shard, unit))
+        return kept[key][1]
 
     monkeypatch.setattr(zero3, "_gathered", reused)
 
