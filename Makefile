@@ -61,8 +61,9 @@ lint: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/python -m pytest -p no:nbval -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15 tests
 
-# The notebooks with no verdict on the real clock two at a time, longest first; then the
-# others one at a time, with both cores to themselves (tests/notebook_groups.py says why).
+# The notebooks with no verdict on the real clock two at a time, in the order that ends
+# soonest; then the others one at a time, with both cores to themselves
+# (tests/notebook_groups.py says why).
 NBVAL := COURSE_PROFILE=cpu $(BIN)/python -m pytest --nbval-lax --nbval-current-env \
 	--nbval-cell-timeout=$(CELL_TIMEOUT) --nbval-sanitize-with tests/nbval_sanitize.cfg \
 	-p no:randomly

@@ -5,10 +5,12 @@ the cores did: beside another notebook it says "not judged", which the sanitizer
 its stored ✓ (tests/nbval_sanitize.cfg), so CI would never judge it. A notebook with such
 a verdict line in its stored outputs runs alone. The others' verdicts read seeds, bytes,
 the simulator's clocks and one thread's CPU time, which hold beside a CPU hog (`make
-stress`). They share the two cores, longest first (by notebooks/timings.json), so that
-the two finish close together: 00, 02, 03, 07, 08, 10 and 11 took 203 s two at a time,
-where one at a time they took 274 s. A notebook that gains a real-clock verdict moves to
-the alone group once its outputs are stored, with no list to keep in step.
+stress`). They share the two cores in the order whose play-out finishes soonest (by
+notebooks/timings.json; each of pytest-xdist's two workers takes the next notebook as it
+finishes one), longest first among orders that tie: 00, 02, 03, 07, 08, 10 and 11 took
+203 s two at a time, where one at a time they took 274 s. Longest first alone left one
+worker 16 s of the stored 322 after the other. A notebook that gains a real-clock verdict
+moves to the alone group once its outputs are stored, with no list to keep in step.
 
 Usage: python tests/notebook_groups.py shared|alone
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+from itertools import permutations
 from pathlib import Path
 
 NOTEBOOKS = Path(__file__).parents[1] / "notebooks"
@@ -48,9 +51,20 @@ def groups(folder: Path = NOTEBOOKS) -> dict[str, list[Path]]:
     notebooks = sorted(folder.glob("[0-9][0-9]_*.ipynb"))
     alone = [nb for nb in notebooks if times_the_real_clock(nb)]
     seconds = json.loads((folder / "timings.json").read_text())["cpu"]
-    shared = [nb for nb in notebooks if nb not in alone]
-    shared.sort(key=lambda nb: -seconds.get(nb.name, 0))
+    shared = sorted(
+        (nb for nb in notebooks if nb not in alone), key=lambda nb: -seconds.get(nb.name, 0)
+    )
+    if len(shared) <= 8:  # 8! orders at most
+        shared = list(min(permutations(shared), key=lambda order: _two_at_a_time(order, seconds)))
     return {"shared": shared, "alone": alone}
+
+
+def _two_at_a_time(order, seconds: dict[str, float]) -> float:
+    """When the last of `order` ends, each notebook going to whichever worker is free first."""
+    ends = [0.0, 0.0]
+    for nb in order:
+        ends[ends.index(min(ends))] += seconds.get(nb.name, 0)
+    return max(ends)
 
 
 if __name__ == "__main__":

@@ -44,6 +44,20 @@ def test_a_verdict_on_the_real_clock_or_not_judged_sends_its_notebook_alone(tmp_
     assert [nb.name for nb in found["shared"]] == shared
 
 
+def test_the_shared_notebooks_go_in_the_order_that_ends_soonest(tmp_path):
+    """notebooks/timings.json's cpu seconds on 2026-12-01: longest first ends at 169 s on one
+    worker and 153 on the other; 10 before 08 ends at 160 and 162."""
+    names = ["03", "07", "02", "11", "08", "10", "00"]
+    timings = dict(zip(names, (67, 64, 63, 51, 35, 22, 20), strict=True))
+    for name in timings:
+        _notebook(tmp_path, f"{name}_x.ipynb", "✓ seeds agree\n")
+    (tmp_path / "timings.json").write_text(
+        json.dumps({"cpu": {f"{n}_x.ipynb": t for n, t in timings.items()}})
+    )
+    order = [nb.name[:2] for nb in groups(tmp_path)["shared"]]
+    assert order == ["03", "07", "02", "11", "10", "08", "00"]
+
+
 def test_it_reads_the_lines_the_course_reads_verdicts_from():
     assert (PASS, FAIL, NOT_JUDGED[0]) == ("✓", "✗", "?")  # what its pattern starts with
     for notebook in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")):
