@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import math
 
-import matplotlib.pyplot as plt
-from matplotlib.patches import FancyArrowPatch, Rectangle
-
-from ..core.style import PALETTE, finished, new_figure
+from ..core.style import PALETTE, finished, new_figure, pyplot
 from .algorithms import ALGORITHMS, POWER_OF_TWO
 
 _OURS = [*ALGORITHMS, *POWER_OF_TWO]
@@ -48,7 +45,9 @@ def allreduce_round(traces: list, index: int, ax=None, title: str | None = None)
     values = _values_at(traces, index)
     width = len(values[0])
     total = sum(v[0] for v in _values_at(traces, 0)) or 1
-    cmap = plt.get_cmap("cividis")
+    from matplotlib.patches import FancyArrowPatch, Rectangle
+
+    cmap = pyplot().get_cmap("cividis")
     for rank, row in enumerate(values):
         y = world - 1 - rank
         for col, value in enumerate(row):

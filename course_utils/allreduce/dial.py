@@ -8,9 +8,7 @@ profile's link) as a plain picture. To *measure* another link, pass it to
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
-
-from ..core.style import PALETTE
+from ..core.style import PALETTE, pyplot
 from ..core.widgets import draw, live_figure, show_controls
 from ..network.wire import Link
 from .algorithms import ALGORITHMS
@@ -44,6 +42,7 @@ def link_dial(link: Link, world_size: int = 8, nbytes: list | None = None):
     nbytes = nbytes or [2**k for k in range(8, 27)]
     fig = live_figure((7.5, 4.0))
     if fig is None:
+        plt = pyplot()
         with plt.ioff():
             fig = plt.figure(figsize=(7.5, 4.0))
         draw_link(fig.add_subplot(), link, world_size, nbytes)

@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import asyncio
 
-import matplotlib
-import matplotlib.pyplot as plt
-from matplotlib._pylab_helpers import Gcf
+from .style import pyplot
 
 CATCH_UP_SECONDS = 0.5  # after a frame is asked for, ask for the one the saved picture keeps
 
@@ -40,6 +38,10 @@ def live_figure(figsize: tuple[float, float]):
 
     pyplot lets go of it at once: a later inline cell must not show it again.
     """
+    import matplotlib
+    from matplotlib._pylab_helpers import Gcf
+
+    plt = pyplot()
     backend = matplotlib.get_backend()
     if "ipympl" not in backend and "widget" not in backend:
         return None

@@ -7,9 +7,7 @@ as a plain picture (as `memory.calculator` and `allreduce.dial` do).
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
-
-from ..core.style import PALETTE
+from ..core.style import PALETTE, pyplot
 from ..core.widgets import draw, live_figure, show_controls
 from .plan_model import MODEL_PRESETS, cluster, model
 from .planner import Plan, layouts, plan
@@ -83,6 +81,7 @@ def planner_widget(
     first = planned(model_name, nodes, gpus_per_node, memory_gb, precision)
     fig = live_figure((9.0, 4.2))
     if fig is None:
+        plt = pyplot()
         with plt.ioff():
             fig = plt.figure(figsize=(9.0, 4.2))
         draw_plan(fig, first, top)

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
-
-from ..core.style import PALETTE, finished, new_figure
+from ..core.style import PALETTE, finished, new_figure, pyplot
 
 
 def gd_sgd_minibatch(runs: dict, train_size: int):
@@ -86,7 +84,7 @@ def sweep_timeline(results: dict):
     the shorter panel is the faster search. Bars are labelled with their parameter values.
     """
     heights = [0.9 + 0.45 * r.jobs for r in results.values()]
-    fig, axes = plt.subplots(
+    fig, axes = pyplot().subplots(
         len(results),
         1,
         figsize=(9.0, sum(heights) + 0.6),

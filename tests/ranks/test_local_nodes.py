@@ -248,12 +248,14 @@ def test_a_torchrun_worker_is_not_imported_by_its_own_package():
     after import of package'), which notebook 00 showed the learner. One process imports
     each worker's package in turn and looks for the worker right after it (a process per
     worker took 2.5-3.5 CPU-seconds, mostly torch's import). `ranks` goes first, since other
-    chapters import its torchrun module, as they may."""
+    chapters import its torchrun module, as they may. Nor do the chapters import matplotlib
+    (`core.style.pyplot`): a worker draws nothing."""
     code = (
         "import importlib, sys\n"
         f"for w in {TORCHRUN_WORKERS!r}:\n"
         "    importlib.import_module(w.rpartition('.')[0])\n"
-        "    print(w) if w in sys.modules else None"
+        "    print(w) if w in sys.modules else None\n"
+        "print('matplotlib') if 'matplotlib' in sys.modules else None"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "", out.stderr
