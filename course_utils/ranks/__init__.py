@@ -7,9 +7,8 @@ process manager that `launch`, the sweep's trials and the local torchrun "nodes"
 torchrun entry point and a rehearsal of several nodes on one machine, with the chapter's
 charts, exercise and start-up benchmark.
 
-Every rank imports this package: its chart (`charts`, matplotlib) is left for notebook 00
-to import by name. `launch` itself comes from `course_utils.launch` (this folder's module
-of that name).
+Every rank imports this package; notebook 00 imports its chart (`charts`) by name.
+`launch` itself comes from `course_utils.launch` (this folder's module of that name).
 """
 
 from __future__ import annotations

@@ -67,7 +67,7 @@ def test_no_module_is_longer_than_300_lines():
 
 # Python outside tests/, as `git ls-files "*.py"` lists it: a ratchet, lowered as copies and
 # harness go, so that they do not quietly come back (the aim is 22,000 lines).
-MAX_TOTAL_LINES = 30_498
+MAX_TOTAL_LINES = 30_497
 
 
 def test_the_python_outside_tests_stays_under_its_ceiling():
