@@ -37,6 +37,8 @@ def allreduce_round(traces: list, index: int, ax=None, title: str | None = None)
 
     `traces` are per-rank `collectives.Trace` objects with values kept; round 0 is the start.
     """
+    from matplotlib.patches import FancyArrowPatch, Rectangle  # on the first chart, as pyplot
+
     own = ax is None
     if own:
         fig, (ax,) = new_figure(width=6.0, height=0.5 * len(traces) + 1.6)
@@ -45,8 +47,6 @@ def allreduce_round(traces: list, index: int, ax=None, title: str | None = None)
     values = _values_at(traces, index)
     width = len(values[0])
     total = sum(v[0] for v in _values_at(traces, 0)) or 1
-    from matplotlib.patches import FancyArrowPatch, Rectangle
-
     cmap = pyplot().get_cmap("cividis")
     for rank, row in enumerate(values):
         y = world - 1 - rank
