@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import os
 
 import pytest
 import torch
 from recorded_bars import record_bars
 from torch.utils.data import DistributedSampler, TensorDataset
+from verdict_lines import fails
 
 from course_utils.core.gpus import visible_gpus
 from course_utils.core.training import Recipe, train
@@ -164,6 +166,26 @@ def test_ddp_training_script_runs_as_a_two_node_torchrun_job(monkeypatch):
         ("2-node torchrun job", "node", 2, 2, True),  # the kernel's own, over the agents
         ("DDP on 2 ranks", "update", steps, steps, True),
     ]
+
+
+# 04's job with one slip: each replica trains without DistributedDataParallel, so the two
+# never average their gradients. torchrun's workers are fresh interpreters that no
+# monkeypatch reaches, so the slip is a module of its own, on the workers' PYTHONPATH.
+UNSYNCED_JOB = """from course_utils.ddp import torchrun_train
+
+torchrun_train.DDP = lambda model: model
+torchrun_train.main()
+"""
+
+
+def test_replicas_that_never_average_their_gradients_end_apart(tmp_path, monkeypatch, capsys):
+    (tmp_path / "unsynced_ddp.py").write_text(UNSYNCED_JOB)
+    paths = [str(tmp_path), os.environ.get("PYTHONPATH")]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, paths)))
+    args = ("--epochs", "1", "--per-rank-batch", "64")
+    reports = run_local_nodes(TorchrunJob(module="unsynced_ddp", module_args=args), echo=False)
+    assert [r["rank"] for r in reports] == [0, 1] and reports[0]["steps"] > 0
+    fails(capsys, lambda: ddp_verdicts.same_parameters(reports))
 
 
 def test_data_parallel_needs_two_gpus():

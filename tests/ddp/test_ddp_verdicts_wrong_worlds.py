@@ -9,8 +9,8 @@ that waits for every bucket before the backward pass goes on saved 0.38-2.01 of 
 hidden, DDP's own hook 0.37-2.61 (the verdict asks 0.5; 4 and 6 layers of 256, 12 runs each,
 a busy machine), since a wait on a bucket's future does not move the rank's link clock and
 the compute after it hides behind the wire; the notebook judges it only on a quiet machine,
-which a test under the suite's load is not. `same_parameters`: its run is a torchrun job,
-whose workers are fresh interpreters that no monkeypatch reaches, and it takes seconds.
+which a test under the suite's load is not. `same_parameters` has its wrong world (replicas
+that never average) beside its torchrun job's right world in test_ddp_equivalence.py.
 `scaling.two_ranks_win_above`: 2 ranks at a global batch of 4096 (3 layers of 128, a 3.1 ms
 ring) beat one process by 1.12-1.58x, and ranks that each take the whole batch (weak scaling)
 lose at 0.66-0.90x (20 runs each, 11 beside a CPU hog; 1.20-1.54x and 0.58-1.08x at 8192),
