@@ -46,7 +46,7 @@ class MachineShare:
     def __str__(self) -> str:
         return (
             f"other programs used {self.others_cores:.2f} of the {self.machine_cores} cores "
-            f"while this ran on {self.cores} ({self.spare_cores:.2f} would not slow it)"
+            f"while this needed {self.cores} ({self.spare_cores:.2f} would not slow it)"
         )
 
 
