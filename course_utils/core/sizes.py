@@ -94,7 +94,7 @@ class DataParallelSizes:
     overhead_samples_per_rank: int = 512
     accumulate: int = 4  # no_sync: 4 micro-batches of 4, the same effective batch
     fabric_presets: tuple[str, ...] = ("1gbe", "10gbe")  # naive DDP predicted on real fabrics
-    overlap_link: str = "1gbit,1ms"  # a link as fast as the backward pass: overlap can show
+    overlap_link: str = "1gbit,1ms"  # all-reduces a few times the backward pass: all of it can hide
     split_global_batch: int = 1024  # the lecture's question
     split_world_sizes: tuple[int, ...] = (1, 2, 4, 8)
     split_samples_per_rank: int = 4096
