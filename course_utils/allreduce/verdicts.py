@@ -149,8 +149,8 @@ def busbw_flat(busbw_by_n: dict, tolerance: float = 0.25) -> Verdict:
     return verdict(
         spread <= 1 + tolerance,
         f"simulated clock: at a fixed message size the ring's bus bandwidth stays flat in N "
-        f"(within {tolerance:.0%}): its time grows only as its bytes per rank, 2(N-1)/N, do, "
-        "and those stay under twice the message",
+        f"(within {tolerance:.0%}): its time grows as its bytes per rank, 2(N-1)/N, do, to "
+        "within that, and those stay under twice the message",
     )
 
 
