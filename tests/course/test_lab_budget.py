@@ -4,10 +4,11 @@ splits them at "Going further"."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from lab_budget import table
 
-from course_utils.course.lab_length import budget, core_minutes
+from course_utils.course.lab_length import CORE_LIMITS, FURTHER_LIMITS, budget, core_minutes
 
 
 def _cell(kind: str, source: str, *lines: str) -> dict:
@@ -44,3 +45,14 @@ def test_words_and_verdicts_are_counted_on_each_side_of_going_further(tmp_path):
     assert "99_example.ipynb" in table([notebook]) and table([notebook]).count("yes") == 1
     # 7 words, 3 verdicts, 1 exercise, 2 minutes' run: 0.07 + 6 + 10 + 2 minutes, to 5
     assert core_minutes(notebook, run_seconds=120) == 20
+
+
+def test_every_stored_notebook_fits_one_lab_session():
+    """The guide's rule, on the notebooks as stored: a core a newcomer works through in 90
+    minutes, and a "Going further" an expert reads; the limits are `lab_length`'s."""
+    notebooks = sorted((Path(__file__).parents[2] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    assert len(notebooks) == 12
+    for path in notebooks:
+        core, further = budget(path)
+        assert core.within(CORE_LIMITS), (path.name, core)
+        assert further.within(FURTHER_LIMITS), (path.name, further)
